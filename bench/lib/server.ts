@@ -1,0 +1,38 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import path from 'node:path';
+
+const ROOT = path.join(__dirname, '..', '..');
+
+/** Starts `terminus serve` in a child process (its own core) and waits until /readyz answers. */
+export async function startServerProcess(env: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }> {
+  const port = String(20000 + Math.floor(Math.random() * 20000));
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src', 'main.ts'), 'serve'], {
+    env: { ...process.env, LOG_LEVEL: 'warn', PORT: port, HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const until = Date.now() + 120000;
+  while (Date.now() < until) {
+    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
+    if (await ready(url)) break;
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  return {
+    url,
+    stop: () =>
+      new Promise((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+function ready(url: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    http.get(`${url}/readyz`, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    }).on('error', () => resolve(false));
+  });
+}

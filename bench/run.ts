@@ -1,0 +1,41 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { benchBook } from './book';
+import { benchGuard } from './guard';
+import { benchPep } from './pep';
+import { benchSearch } from './search';
+import { benchSubscriptions } from './subscriptions';
+
+/**
+ * `npm run bench [name...]`: runs the named benchmarks (all by default) and rewrites their
+ * sections of bench/RESULTS.md, leaving the other sections as they were.
+ */
+const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
+  search: { title: 'FHIR search (issue 2)', run: benchSearch },
+  book: { title: 'Booking: $book on distinct free slots (issue 3)', run: benchBook },
+  guard: { title: 'Access guard: discovery, nonce, token exchange, refresh (issue 5)', run: benchGuard },
+  subscriptions: { title: 'Subscriptions: fan-out of one event to 1,000 rest-hook subscriptions (issue 4)', run: benchSubscriptions },
+  pep: { title: 'Enforcement point: guarded vs unguarded slot search (issue 6)', run: benchPep },
+};
+
+async function main(): Promise<void> {
+  const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
+  const file = path.join(__dirname, 'RESULTS.md');
+  let doc = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '# Benchmark results\n\nWritten by `npm run bench`; each section is replaced when its benchmark runs.\n';
+  for (const name of names) {
+    const bench = BENCHES[name];
+    if (!bench) throw new Error(`unknown benchmark ${name}; known: ${Object.keys(BENCHES).join(', ')}`);
+    process.stdout.write(`running ${name}...\n`);
+    const body = await bench.run();
+    const section = `<!-- bench:${name} -->\n## ${bench.title}\n\nMeasured ${new Date().toISOString().slice(0, 16)}Z.\n\n${body}\n<!-- /bench:${name} -->`;
+    const re = new RegExp(`<!-- bench:${name} -->[\\s\\S]*?<!-- /bench:${name} -->`);
+    doc = re.test(doc) ? doc.replace(re, section) : `${doc.trimEnd()}\n\n${section}\n`;
+    fs.writeFileSync(file, doc);
+    process.stdout.write(`${body}\n`);
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exitCode = 1;
+});

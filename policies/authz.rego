@@ -1,0 +1,90 @@
+# Terminus access policy for OPA: the same decision as the embedded engine
+# (src/guard/policy/embedded.ts) over the same data document (policies/default.json).
+#
+# The guard POSTs {"input": ...} to $POLICY_ENGINE_URL/v1/data/authz and reads
+# result.allow, result.ttl and result.reasons (gematik pdp-decision.yaml).
+# Input: gematik policy-engine-input.yaml v1.1 plus user_info.repository_owner.
+package authz
+
+import rego.v1
+
+default allow := false
+
+allow if count(reasons) == 0
+
+# Token lifetimes in seconds, only on allow (gematik A_28527).
+ttl := data.token_ttl if allow
+
+reasons contains "User profession is not allowed" if {
+	not input.user_info.professionOID in data.professions
+}
+
+reasons contains "Client product or version is not allowed" if {
+	not product_allowed
+}
+
+reasons contains "Client posture type is not allowed" if {
+	not input.client_registration_data.posture_type in data.posture_types
+}
+
+reasons contains "One or more requested scopes are not allowed" if {
+	count(input.authorization_request.scopes) == 0
+}
+
+reasons contains "One or more requested scopes are not allowed" if {
+	some s in input.authorization_request.scopes
+	not scope_allowed(s)
+}
+
+# An empty audience list means: only this server's resource (the AS checks `resource` itself).
+reasons contains "One or more requested audiences are not allowed" if {
+	count(data.audiences) > 0
+	some a in input.authorization_request.audience
+	not a in data.audiences
+}
+
+reasons contains "User is on the blocklist" if {
+	input.user_info.identifier in object.get(data, "blocked_users", [])
+}
+
+reasons contains "Source IP address is blocked" if {
+	input.authorization_request.ip_address in object.get(data, "blocked_ips", [])
+}
+
+# An empty product list admits any product (CONTRACT section 7: an allow-list is opt-in).
+product_allowed if count(data.products) == 0
+
+product_allowed if {
+	some p in data.products
+	p.product_id == input.client_registration_data.product_id
+	version_allowed(p)
+}
+
+version_allowed(p) if count(object.get(p, "versions", [])) == 0
+
+version_allowed(p) if input.client_registration_data.product_version in p.versions
+
+# Requestors get scopes.requestor; REPOSITORY_OWNERS get scopes.owner in addition (CONTRACT 4).
+allowed_scopes := data.scopes.requestor if not input.user_info.repository_owner
+
+allowed_scopes := array.concat(data.scopes.requestor, data.scopes.owner) if input.user_info.repository_owner
+
+scope_allowed(s) if s in allowed_scopes
+
+# SMART v2: system/Appointment.rs is covered by system/*.cruds (or system/Appointment.crus):
+# same or wildcard type, and every requested permission letter among the allowed ones.
+scope_allowed(s) if {
+	[rtype, rperms] := smart_scope(s)
+	some a in allowed_scopes
+	[atype, aperms] := smart_scope(a)
+	atype in {"*", rtype}
+	every c in split(rperms, "") {
+		contains(aperms, c)
+	}
+}
+
+smart_scope(s) := [m[0][1], m[0][2]] if {
+	m := regex.find_all_string_submatch_n(`^system/(\*|[A-Z][A-Za-z]+)\.(c?r?u?d?s?)$`, s, 1)
+	count(m) == 1
+	m[0][2] != ""
+}

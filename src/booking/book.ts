@@ -1,0 +1,240 @@
+import crypto from 'node:crypto';
+import type { Appointment, HealthcareService, Patient, QuestionnaireResponse, Reference, RelatedPerson, Schedule, Slot } from '@medplum/fhirtypes';
+import { badRequest, conflict, notFound, OperationOutcomeError, unprocessable } from '../fhir/outcomes';
+import { validateResource } from '../fhir/validation';
+import { isValidId, visible } from '../store/repository';
+import { originOf, ownerOf, type BookingContext } from './actor';
+import { recordAppointmentChange } from './outbox';
+import { checkPatients, resolvePatientParameter, withPatientParticipant } from './patients';
+import { checkProposal } from './proposal';
+import { localId } from './references';
+import { releaseHolds } from './release';
+import { reserve } from './reservations';
+import { lockSlots, slotIdsOverlapping, writeSlot, type SlotView } from './slots';
+import { BOOKING_CONFIRMATION_URL, EXTERNAL_TAG, holdsTime, REPLACES_URL } from './status';
+import { covers, instant, overlaps, type Window } from './time';
+
+/** The inputs of ISiK 6.0.0 `Appointment/$book` (scheduling.md 1.5). */
+export interface BookInput {
+  appointment: Appointment;
+  /** id of the appointment this booking replaces (cancelled in the same transaction). */
+  cancelledAppointmentId?: string;
+  /** Schedule id: without `Appointment.slot` the repository finds the slots in it. */
+  scheduleId?: string;
+  patient?: Patient;
+  relatedPerson?: RelatedPerson;
+  patientSubmittedInformation?: QuestionnaireResponse;
+}
+
+export interface BookResult {
+  appointment: Appointment;
+  /** `pending` (HTTP 202): the schedule needs manual confirmation. */
+  pending: boolean;
+}
+
+/**
+ * Books an appointment in one transaction: re-book in place (same id) or replace another
+ * (`cancelled-appt-id`), take the slots (slot mode) or find and split them (schedule mode),
+ * record the holds the database constraints guard, and store the Appointment `booked` or
+ * `pending`. Any failure rolls everything back: the old appointment stays untouched.
+ */
+export async function book(c: BookingContext, input: BookInput): Promise<BookResult> {
+  const proposal = input.appointment;
+  const window = checkProposal(proposal, c.now);
+  const { repo } = c;
+
+  const rebooked = proposal.id ? await lockAppointment(c, proposal.id) : undefined;
+  const replaced = input.cancelledAppointmentId ? await lockReplaced(c, input.cancelledAppointmentId, proposal.id) : undefined;
+  if (rebooked?.resource) await releaseHolds(c, rebooked.resource.id as string);
+  if (replaced) await releaseHolds(c, replaced.resource.id as string);
+
+  let participants = proposal.participant ?? [];
+  if (input.patient) participants = withPatientParticipant(proposal, input.patient, await resolvePatientParameter(c, input.patient));
+  await checkPatients(c, participants);
+
+  const slots = proposal.slot?.length ? await takeSlots(c, proposal.slot, window, input.scheduleId) : await findSlots(c, input.scheduleId, window);
+  const schedules = await checkSchedules(c, slots);
+  const pending = schedules.some(needsManualConfirmation);
+
+  const patientRef = participants.map((p) => p.actor?.reference).find((r) => localId(r, 'Patient'));
+  const supportingInformation = [...(proposal.supportingInformation ?? [])];
+  if (input.relatedPerson) supportingInformation.push(await storeRelatedPerson(c, input.relatedPerson, patientRef));
+  if (input.patientSubmittedInformation) supportingInformation.push(await storeSubmittedInformation(c, input.patientSubmittedInformation, patientRef));
+
+  const extension = (proposal.extension ?? []).filter((e) => e.url !== REPLACES_URL);
+  if (replaced) extension.push({ url: REPLACES_URL, valueReference: { reference: `Appointment/${replaced.resource.id}` } });
+
+  const { meta, ...rest } = proposal;
+  const appointment: Appointment = {
+    ...rest,
+    id: proposal.id ?? crypto.randomUUID(),
+    meta: bookedMeta(meta, c),
+    status: pending ? 'pending' : 'booked',
+    slot: slots.map((s) => ({ reference: `Slot/${s.id}` })),
+    participant: participants,
+    ...(supportingInformation.length ? { supportingInformation } : {}),
+    ...(extension.length ? { extension } : {}),
+  };
+  await c.observe?.({ interaction: rebooked?.resource ? 'update' : 'create', type: 'Appointment', resource: appointment, previous: rebooked?.resource });
+  const stored = (await repo.update(appointment, { owner: ownerOf(c.actor) })).resource;
+  await reserve(repo.db, stored.id as string, scheduleWindows(slots, window), slots.map((s) => s.id));
+
+  if (rebooked?.resource) {
+    await recordAppointmentChange(repo.db, { previous: rebooked.resource, next: stored, versionId: Number(stored.meta?.versionId), origin: originOf(c.actor), owner: rebooked.owner, at: c.now });
+  }
+  if (replaced) await cancelReplaced(c, replaced.resource, replaced.owner);
+  return { appointment: stored, pending };
+}
+
+async function lockAppointment(c: BookingContext, id: string): Promise<{ resource?: Appointment; owner: string | null } | undefined> {
+  if (!isValidId(id)) throw badRequest(`Invalid id "${id}"`, 'Appointment.id', 'value');
+  const row = await c.repo.readRow('Appointment', id, { forUpdate: true });
+  if (!row) return undefined;
+  if (!visible(row.owner, c.actor.scope)) throw notFound('Appointment', id);
+  return { resource: row.deleted ? undefined : (row.resource as Appointment), owner: row.owner };
+}
+
+async function lockReplaced(c: BookingContext, id: string, newId: string | undefined): Promise<{ resource: Appointment; owner: string | null }> {
+  const expression = "Parameters.parameter.where(name='cancelled-appt-id')";
+  if (id === newId) throw badRequest('cancelled-appt-id names the appointment being booked; re-book it by its id instead', expression);
+  const row = await c.repo.readRow('Appointment', id, { forUpdate: true });
+  if (!row || row.deleted || !visible(row.owner, c.actor.scope)) throw unprocessable(`Appointment/${id} to be cancelled does not exist`, expression, 'not-found');
+  const resource = row.resource as Appointment;
+  if (!holdsTime(resource)) throw unprocessable(`Appointment/${id} is ${resource.status} and cannot be replaced`, expression);
+  return { resource, owner: row.owner };
+}
+
+async function cancelReplaced(c: BookingContext, old: Appointment, owner: string | null): Promise<void> {
+  const cancelled: Appointment = { ...old, status: 'cancelled' };
+  await c.observe?.({ interaction: 'update', type: 'Appointment', resource: cancelled, previous: old });
+  const stored = (await c.repo.update(cancelled)).resource;
+  await recordAppointmentChange(c.repo.db, { previous: old, next: stored, versionId: Number(stored.meta?.versionId), origin: originOf(c.actor), owner, at: c.now });
+}
+
+/** Slot mode: every referenced Slot exists, is free, and together they contain the window. */
+async function takeSlots(c: BookingContext, refs: Reference[], window: Window, scheduleId?: string): Promise<SlotView[]> {
+  const ids = refs.map((r, i) => {
+    const id = localId(r.reference, 'Slot');
+    if (!id) throw badRequest(`Appointment.slot[${i}] must reference a Slot of this repository`, `Appointment.slot[${i}]`);
+    return id;
+  });
+  const locked = await lockSlots(c.repo, ids);
+  const views = [...new Set(ids)].map((id, i) => {
+    const view = locked.get(id);
+    if (!view) throw unprocessable(`Slot/${id} does not exist`, `Appointment.slot[${i}]`, 'not-found');
+    if (view.resource.status !== 'free') throw conflict(`Slot/${id} is not free (${view.resource.status})`, `Appointment.slot[${i}]`);
+    if (!view.window) throw unprocessable(`Slot/${id} has no valid start and end`, `Appointment.slot[${i}]`);
+    if (scheduleId && view.scheduleId !== scheduleId) throw unprocessable(`Slot/${id} does not belong to Schedule/${scheduleId}`, `Appointment.slot[${i}]`);
+    return view;
+  });
+  if (!covers(views.map((v) => v.window!), window)) throw unprocessable('The appointment does not lie within its slots', 'Appointment.slot');
+  for (const view of views) {
+    const busy: Slot = { ...view.resource, status: 'busy' };
+    await c.observe?.({ interaction: 'update', type: 'Slot', resource: busy, previous: view.resource });
+    view.resource = await writeSlot(c.repo, busy);
+  }
+  return views;
+}
+
+/**
+ * Schedule mode (ISiK 6.0.0 $book `schedule`): the free slots of the schedule covering the window
+ * are cut to it; what lies outside stays free as new slots. Any busy slot in the window: 409.
+ */
+async function findSlots(c: BookingContext, scheduleId: string | undefined, window: Window): Promise<SlotView[]> {
+  if (!scheduleId) throw badRequest('Appointment.slot is missing and no schedule parameter names the calendar to book in', 'Appointment.slot', 'required');
+  const candidates = await slotIdsOverlapping(c.repo.db, scheduleId, window);
+  const locked = await lockSlots(c.repo, candidates);
+  const inWindow = [...locked.values()].filter((v) => v.scheduleId === scheduleId && v.window && overlaps(v.window, window));
+  const taken = inWindow.filter((v) => v.resource.status !== 'free');
+  if (taken.length) throw conflict(`The requested time is not free: ${taken.map((v) => `Slot/${v.id} is ${v.resource.status}`).join(', ')}`, 'Appointment.start');
+  if (!covers(inWindow.map((v) => v.window!), window)) {
+    // Slots that moved away since the lookup were taken by a concurrent booking.
+    if (inWindow.length < candidates.length) throw conflict('The requested time was booked meanwhile', 'Appointment.start');
+    throw unprocessable(`No free slots of Schedule/${scheduleId} cover the requested time`, 'Appointment.start');
+  }
+  const booked: SlotView[] = [];
+  for (const view of inWindow.sort((a, b) => a.window!.start - b.window!.start)) {
+    const w = view.window!;
+    const part = { start: Math.max(w.start, window.start), end: Math.min(w.end, window.end) };
+    for (const rest of [{ start: w.start, end: window.start }, { start: window.end, end: w.end }]) {
+      if (rest.start >= rest.end) continue;
+      const { id: _id, meta, ...copy } = view.resource;
+      const free: Slot = { ...copy, meta: meta?.profile ? { profile: meta.profile, ...(meta.tag ? { tag: meta.tag } : {}) } : undefined, status: 'free', start: instant(rest.start), end: instant(rest.end) };
+      await c.observe?.({ interaction: 'create', type: 'Slot', resource: free });
+      await writeSlot(c.repo, free, true);
+    }
+    const busy: Slot = { ...view.resource, status: 'busy', start: instant(part.start), end: instant(part.end) };
+    await c.observe?.({ interaction: 'update', type: 'Slot', resource: busy, previous: view.resource });
+    booked.push({ ...view, resource: await writeSlot(c.repo, busy), window: part });
+  }
+  return booked;
+}
+
+/** Inactive or missing calendars (and their HealthcareService actors) take no bookings. */
+async function checkSchedules(c: BookingContext, slots: SlotView[]): Promise<Schedule[]> {
+  const schedules: Schedule[] = [];
+  for (const id of [...new Set(slots.map((s) => s.scheduleId))]) {
+    if (!id) throw unprocessable('A slot of the appointment belongs to no Schedule', 'Appointment.slot');
+    const row = await c.repo.readRow('Schedule', id);
+    if (!row || row.deleted) throw unprocessable(`Schedule/${id} does not exist`, 'Appointment.slot', 'not-found');
+    const schedule = row.resource as Schedule;
+    if (schedule.active === false) throw unprocessable(`Schedule/${id} is not active`, 'Appointment.slot');
+    for (const actor of schedule.actor ?? []) {
+      const serviceId = localId(actor.reference, 'HealthcareService');
+      if (!serviceId) continue;
+      const service = await c.repo.readRow('HealthcareService', serviceId);
+      if (!service || service.deleted || (service.resource as HealthcareService).active === false) {
+        throw unprocessable(`HealthcareService/${serviceId} of Schedule/${id} is not active`, 'Appointment.slot');
+      }
+    }
+    schedules.push(schedule);
+  }
+  return schedules;
+}
+
+function needsManualConfirmation(schedule: Schedule): boolean {
+  return (schedule.extension ?? []).some((e) => e.url === BOOKING_CONFIRMATION_URL && e.valueCode === 'manual');
+}
+
+/** The appointment's window in each schedule it books. */
+function scheduleWindows(slots: SlotView[], window: Window): { scheduleId: string; window: Window }[] {
+  return [...new Set(slots.map((s) => s.scheduleId as string))].map((scheduleId) => ({ scheduleId, window }));
+}
+
+function bookedMeta(meta: Appointment['meta'], c: BookingContext): Appointment['meta'] {
+  const tags = [...(meta?.tag ?? [])];
+  // Resources created by a requesting institution are external to the practice system (ISiK).
+  if (!c.actor.isRepository && !tags.some((t) => t.system === EXTERNAL_TAG.system && t.code === EXTERNAL_TAG.code)) tags.push({ ...EXTERNAL_TAG });
+  const out: NonNullable<Appointment['meta']> = {};
+  if (meta?.profile) out.profile = meta.profile;
+  if (tags.length) out.tag = tags;
+  if (meta?.security) out.security = meta.security;
+  return Object.keys(out).length ? out : undefined;
+}
+
+async function storeRelatedPerson(c: BookingContext, person: RelatedPerson, patientRef: string | undefined): Promise<Reference> {
+  const { id: _id, meta: _meta, ...rest } = person;
+  // RelatedPerson.patient is 1..1: the booked patient when the client left it out.
+  const candidate = { ...rest, meta: { tag: [{ ...EXTERNAL_TAG }] }, ...(person.patient || !patientRef ? {} : { patient: { reference: patientRef } }) } as RelatedPerson;
+  checkParameterResource(candidate, 'related-person');
+  await c.observe?.({ interaction: 'create', type: 'RelatedPerson', resource: candidate });
+  const stored = await c.repo.create(candidate, { owner: ownerOf(c.actor) });
+  return { reference: `RelatedPerson/${stored.id}` };
+}
+
+/** ISiK 6.0.0 $book: `QuestionnaireResponse.text` MUSS be filled so the receiver can show it. */
+async function storeSubmittedInformation(c: BookingContext, qr: QuestionnaireResponse, patientRef: string | undefined): Promise<Reference> {
+  const expression = "Parameters.parameter.where(name='patientSubmittedInformation').resource.text";
+  if (!qr.text?.div) throw unprocessable('patientSubmittedInformation: QuestionnaireResponse.text must be filled', expression, 'required');
+  const { id: _id, meta: _meta, ...rest } = qr;
+  const candidate: QuestionnaireResponse = { ...rest, ...(qr.subject || !patientRef ? {} : { subject: { reference: patientRef } }) };
+  checkParameterResource(candidate, 'patientSubmittedInformation');
+  await c.observe?.({ interaction: 'create', type: 'QuestionnaireResponse', resource: candidate });
+  const stored = await c.repo.create(candidate, { owner: ownerOf(c.actor) });
+  return { reference: `QuestionnaireResponse/${stored.id}` };
+}
+
+function checkParameterResource(resource: RelatedPerson | QuestionnaireResponse, name: string): void {
+  const result = validateResource(resource, { profiles: 'claimed' });
+  if (!result.ok) throw new OperationOutcomeError(result.status, result.issues.map((i) => ({ ...i, diagnostics: `${name}: ${i.diagnostics ?? i.code}` })));
+}

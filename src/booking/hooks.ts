@@ -1,0 +1,180 @@
+import type { Appointment, Patient, Slot } from '@medplum/fhirtypes';
+import { registerWriteHook, runWriteHooks, type WriteEvent } from '../fhir/hooks';
+import { conflict, forbidden, issue, OperationOutcomeError, unprocessable } from '../fhir/outcomes';
+import type { FhirRequest, RequestIdentity } from '../fhir/request';
+import type { SearchRequest } from '../store/search/sql';
+import { originOf, type Actor, type BookingContext, type WriteObserver } from './actor';
+import { changedImmutables } from './immutables';
+import { recordAppointmentChange } from './outbox';
+import { checkPatients } from './patients';
+import { localId } from './references';
+import { releaseHolds } from './release';
+import { holderOf, reserve } from './reservations';
+import { lockSlots, writeSlot } from './slots';
+import { holdsTime } from './status';
+import { epochMs, type Window } from './time';
+
+/**
+ * Requests whose writes the booking domain makes itself ($book, cascades): the hooks below leave
+ * them alone, they already follow the rules.
+ */
+const internal = new WeakSet<FhirRequest>();
+
+/** A request marked as the booking's own; writes made under it skip the booking hooks. */
+export function internalRequest(req: FhirRequest): FhirRequest {
+  const marked: FhirRequest = { ...req, headers: { ...req.headers } };
+  internal.add(marked);
+  return marked;
+}
+
+/** Runs every part's write hooks (subscriptions, ...) for a write the booking makes under `req`. */
+export function observerFor(req: FhirRequest, repo: BookingContext['repo'], ctx?: WriteEvent['ctx']): WriteObserver {
+  return (w) => runWriteHooks({ ...w, req, repo, ctx });
+}
+
+export function actorOf(identity?: RequestIdentity): Actor {
+  if (!identity) return { isRepository: true };
+  return { institution: identity.institution, isRepository: identity.isOwner, scope: { institution: identity.institution, seesAll: identity.isOwner } };
+}
+
+let registered = false;
+
+/**
+ * Booking rules for every write of an Appointment, Slot or Patient from any route (REST,
+ * transaction Bundle, import): nothing bypasses the reservations, the immutable elements or the
+ * confirmation workflow.
+ */
+export function registerBookingHooks(): void {
+  if (registered) return;
+  registered = true;
+  registerWriteHook('Appointment', onAppointmentWrite);
+  registerWriteHook('Slot', onSlotWrite);
+  registerWriteHook('Patient', onPatientWrite);
+}
+
+function contextOf(event: WriteEvent): BookingContext {
+  const req = internalRequest(event.req);
+  return { repo: event.repo, actor: actorOf(event.req.identity), now: event.repo.now(), observe: observerFor(req, event.repo, event.ctx) };
+}
+
+async function onAppointmentWrite(event: WriteEvent): Promise<void> {
+  if (internal.has(event.req)) return;
+  const c = contextOf(event);
+  const previous = event.previous as Appointment | undefined;
+  const next = event.resource as Appointment | undefined;
+  const wasHolding = holdsTime(previous);
+  const willHold = holdsTime(next);
+
+  if (previous && next) {
+    // ISiK 6.0.0 (seed 001 rule 5): 400 with a coded issue naming the element.
+    const changed = changedImmutables(previous, next);
+    if (changed.length) {
+      throw new OperationOutcomeError(
+        400,
+        changed.map((e) => issue('business-rule', `${e} must not be changed; send the appointment with the same id to Appointment/$book to move it`, e)),
+      );
+    }
+  }
+  if (next && !c.actor.isRepository) {
+    if (!wasHolding && willHold) throw unprocessable('Appointments are booked through Appointment/$book', 'Appointment.status');
+    if (previous?.status === 'pending' && next.status !== 'pending' && next.status !== 'cancelled') {
+      throw forbidden('Only the repository confirms a pending appointment');
+    }
+    // The patient cannot change later (immutable), so it is checked when the appointment is made.
+    if (!previous) await checkPatients(c, next.participant ?? []);
+  }
+  if (next && willHold && !wasHolding && !next.id) {
+    throw unprocessable('An appointment that holds its slots is created through Appointment/$book or PUT with an id', 'Appointment.status');
+  }
+
+  if (wasHolding && (!next || !willHold)) await releaseHolds(c, previous!.id as string);
+  if (next && willHold && !wasHolding) await holdFor(c, next);
+
+  if (previous) {
+    const row = await c.repo.readRow('Appointment', previous.id as string);
+    await recordAppointmentChange(c.repo.db, {
+      previous,
+      next,
+      versionId: (row?.versionId ?? Number(previous.meta?.versionId ?? 0)) + 1,
+      origin: originOf(c.actor),
+      owner: row?.owner ?? null,
+      at: c.now,
+    });
+  }
+}
+
+/** An owner (or an import) storing an active appointment: it holds its slots like a booking. */
+async function holdFor(c: BookingContext, appointment: Appointment): Promise<void> {
+  const ids = (appointment.slot ?? []).map((s) => localId(s.reference, 'Slot')).filter((id): id is string => !!id);
+  const slots = [...(await lockSlots(c.repo, ids)).values()];
+  const start = epochMs(appointment.start);
+  const end = epochMs(appointment.end);
+  const own: Window | undefined = start !== undefined && end !== undefined && start < end ? { start, end } : undefined;
+  const windows = slots.filter((s) => s.scheduleId && (own || s.window)).map((s) => ({ scheduleId: s.scheduleId!, window: own ?? s.window! }));
+  const bySchedule = new Map(windows.map((w) => [w.scheduleId, w]));
+  await reserve(c.repo.db, appointment.id as string, [...bySchedule.values()], slots.map((s) => s.id));
+  for (const view of slots) {
+    if (view.resource.status !== 'free') continue;
+    const busy: Slot = { ...view.resource, status: 'busy' };
+    await c.observe?.({ interaction: 'update', type: 'Slot', resource: busy, previous: view.resource });
+    await writeSlot(c.repo, busy);
+  }
+}
+
+/** A slot held by an active appointment keeps its time and schedule and is not freed or deleted. */
+async function onSlotWrite(event: WriteEvent): Promise<void> {
+  if (internal.has(event.req) || !event.previous) return;
+  const previous = event.previous as Slot;
+  const holder = await holderOf(event.repo.db, previous.id as string);
+  if (!holder) return;
+  const next = event.resource as Slot | undefined;
+  const what = !next
+    ? 'deleted'
+    : next.status === 'free'
+      ? 'set free'
+      : epochMs(next.start) !== epochMs(previous.start) || epochMs(next.end) !== epochMs(previous.end) || next.schedule?.reference !== previous.schedule?.reference
+        ? 'moved'
+        : undefined;
+  if (what) throw conflict(`Slot/${previous.id} is held by Appointment/${holder} and cannot be ${what}; cancel the appointment first`, 'Slot.status');
+}
+
+/**
+ * Seed 001 rule 6, "also afterwards for provisionally created patients": a patient deactivated or
+ * deleted takes its future active appointments with it (cancelled, slots freed, event recorded).
+ */
+async function onPatientWrite(event: WriteEvent): Promise<void> {
+  if (internal.has(event.req) || !event.previous) return;
+  const wasActive = (event.previous as Patient).active !== false;
+  const isActive = !!event.resource && (event.resource as Patient).active !== false;
+  if (!wasActive || isActive) return;
+  const c = contextOf(event);
+  const c2: BookingContext = { ...c, actor: { isRepository: true } };
+  const found = await c.repo.search(appointmentsOf(event.previous.id as string));
+  for (const a of found.resources as Appointment[]) {
+    if ((epochMs(a.start) ?? Infinity) <= c.now.getTime()) continue;
+    const row = await c.repo.readRow('Appointment', a.id as string, { forUpdate: true });
+    if (!row || row.deleted || !holdsTime(row.resource as Appointment)) continue;
+    const current = row.resource as Appointment;
+    const cancelled: Appointment = { ...current, status: 'cancelled' };
+    await c2.observe?.({ interaction: 'update', type: 'Appointment', resource: cancelled, previous: current });
+    await releaseHolds(c2, current.id as string);
+    const stored = (await c.repo.update(cancelled)).resource;
+    await recordAppointmentChange(c.repo.db, { previous: current, next: stored, versionId: Number(stored.meta?.versionId), origin: 'repository', owner: row.owner, at: c.now });
+  }
+}
+
+function appointmentsOf(patientId: string): SearchRequest {
+  return {
+    resourceType: 'Appointment',
+    filters: [
+      { chain: [], param: 'patient', values: [`Patient/${patientId}`] },
+      { chain: [], param: 'status', values: ['booked', 'pending', 'arrived', 'checked-in'] },
+    ],
+    count: 1000,
+    offset: 0,
+    sort: [],
+    include: [],
+    revinclude: [],
+    totalOnly: false,
+  };
+}

@@ -1,0 +1,89 @@
+import type { Appointment, AppointmentParticipant, Patient } from '@medplum/fhirtypes';
+import { OperationOutcomeError, unprocessable } from '../fhir/outcomes';
+import { validateResource } from '../fhir/validation';
+import type { SearchRequest } from '../store/search/sql';
+import { visible } from '../store/repository';
+import { ownerOf, type BookingContext } from './actor';
+import { localId } from './references';
+import { EXTERNAL_TAG } from './status';
+
+/**
+ * ISiK 6.0.0 $book `patient`: the repository MUST support it. A Patient with an identifier we
+ * already hold is that patient; otherwise it is created, tagged `external` (provisional until the
+ * practice completes it).
+ */
+export async function resolvePatientParameter(c: BookingContext, patient: Patient): Promise<Patient> {
+  const checked = validateResource(patient, { profiles: 'claimed' });
+  if (!checked.ok) throw new OperationOutcomeError(checked.status, checked.issues.map((i) => ({ ...i, diagnostics: `patient: ${i.diagnostics ?? i.code}` })));
+  for (const identifier of patient.identifier ?? []) {
+    if (!identifier.system || !identifier.value) continue;
+    const found = await c.repo.search(byIdentifier(`${identifier.system}|${identifier.value}`), c.actor.scope);
+    const match = found.resources[0] as Patient | undefined;
+    if (match) {
+      if (match.active === false) throw unprocessable(`Patient/${match.id} is not active`, 'Parameters.parameter.where(name=\'patient\')');
+      return match;
+    }
+  }
+  const { id: _id, meta, ...rest } = patient;
+  const tags = meta?.tag ?? [];
+  const tagged: Patient = {
+    ...rest,
+    meta: { ...(meta?.profile ? { profile: meta.profile } : {}), tag: tags.some((t) => t.system === EXTERNAL_TAG.system && t.code === EXTERNAL_TAG.code) ? tags : [...tags, { ...EXTERNAL_TAG }] },
+  };
+  await c.observe?.({ interaction: 'create', type: 'Patient', resource: tagged });
+  return c.repo.create(tagged, { owner: ownerOf(c.actor) });
+}
+
+/**
+ * Points the appointment's patient participant at the resolved patient: adds one when none is
+ * given (the parameter alone names the patient), rewrites a reference to the parameter's own id.
+ */
+export function withPatientParticipant(appointment: Appointment, given: Patient, resolved: Patient): AppointmentParticipant[] {
+  const participants = appointment.participant ?? [];
+  const target = `Patient/${resolved.id}`;
+  const display = displayName(resolved);
+  const isPatient = (p: AppointmentParticipant) => /(^|\/)Patient\//.test(p.actor?.reference ?? '') || p.actor?.type === 'Patient';
+  if (!participants.some(isPatient)) {
+    return [...participants, { actor: { reference: target, ...(display ? { display } : {}) }, status: 'accepted' }];
+  }
+  return participants.map((p) => {
+    const ref = p.actor?.reference ?? '';
+    const pointsToGiven = given.id !== undefined && localId(ref, 'Patient') === given.id;
+    const local = ref.startsWith('urn:') || ref.startsWith('#');
+    return isPatient(p) && (pointsToGiven || local) ? { ...p, actor: { ...p.actor, reference: target } } : p;
+  });
+}
+
+/**
+ * Seed 001 rule 6: an appointment referring to a nonexistent, deleted or inactive patient is
+ * rejected, also later for provisionally created patients.
+ */
+export async function checkPatients(c: BookingContext, participants: AppointmentParticipant[]): Promise<void> {
+  for (const [i, p] of participants.entries()) {
+    const id = localId(p.actor?.reference, 'Patient');
+    if (!id) continue;
+    const expression = `Appointment.participant[${i}].actor`;
+    const row = await c.repo.readRow('Patient', id);
+    if (!row || row.deleted || !visible(row.owner, c.actor.scope)) throw unprocessable(`Patient/${id} does not exist`, expression, 'not-found');
+    if ((row.resource as Patient).active === false) throw unprocessable(`Patient/${id} is not active`, expression);
+  }
+}
+
+function displayName(p: Patient): string | undefined {
+  const n = p.name?.[0];
+  if (!n) return undefined;
+  return n.text ?? [...(n.given ?? []), n.family].filter(Boolean).join(' ') ?? undefined;
+}
+
+function byIdentifier(token: string): SearchRequest {
+  return {
+    resourceType: 'Patient',
+    filters: [{ chain: [], param: 'identifier', values: [token] }],
+    count: 1,
+    offset: 0,
+    sort: [],
+    include: [],
+    revinclude: [],
+    totalOnly: false,
+  };
+}

@@ -1,0 +1,20 @@
+import type { Slot } from '@medplum/fhirtypes';
+import type { BookingContext } from './actor';
+import { release } from './reservations';
+import { lockSlots, writeSlot } from './slots';
+
+/**
+ * Ends an appointment's hold: its reservations go and the slots it held become free again
+ * (in the caller's transaction, so a failed change keeps them held).
+ */
+export async function releaseHolds(c: BookingContext, appointmentId: string): Promise<string[]> {
+  const slotIds = await release(c.repo.db, appointmentId);
+  const slots = await lockSlots(c.repo, slotIds);
+  for (const view of slots.values()) {
+    if (view.resource.status === 'free') continue;
+    const freed: Slot = { ...view.resource, status: 'free' };
+    await c.observe?.({ interaction: 'update', type: 'Slot', resource: freed, previous: view.resource });
+    await writeSlot(c.repo, freed);
+  }
+  return slotIds;
+}

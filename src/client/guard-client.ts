@@ -1,0 +1,301 @@
+import { softwareClientStatement, DEFAULT_PRODUCT, type ProductInfo } from './client-statement';
+import { createClientAssertion, createDpopProof, generateEcKey, type EcKey } from './crypto';
+import { createSubjectToken, type SoftwareCard } from './software-card';
+import { fetchTransport, type HttpRequest, type HttpResponse, type HttpTransport } from './transport';
+
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
+/** Discovery data is cached about a day (seed 000 section 8). */
+const DISCOVERY_TTL_MS = 24 * 3600 * 1000;
+
+export interface Discovery {
+  resource: { resource: string; authorization_servers: string[]; [k: string]: unknown };
+  authorizationServer: {
+    issuer: string;
+    token_endpoint: string;
+    nonce_endpoint: string;
+    registration_endpoint: string;
+    revocation_endpoint: string;
+    jwks_uri: string;
+    [k: string]: unknown;
+  };
+  fetchedAt: number;
+}
+
+export interface TokenSet {
+  accessToken: string;
+  refreshToken: string;
+  expiresIn: number;
+  /** Seconds since the epoch (client clock) when the access token expires. */
+  expiresAt: number;
+  scope: string;
+  /** The full token response. */
+  raw: Record<string, unknown>;
+}
+
+/** A guard answered with an error object (seed 000 2.9). */
+export class GuardClientError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+  ) {
+    const b = body as { error?: string; error_description?: string } | undefined;
+    super(`guard answered ${status}${b?.error ? ` ${b.error}` : ''}${b?.error_description ? `: ${b.error_description}` : ''}`);
+  }
+  get error(): string | undefined {
+    return (this.body as { error?: string } | undefined)?.error;
+  }
+}
+
+export interface GuardClientOptions {
+  /** The resource server's public origin (PUBLIC_URL); discovery starts there. */
+  server: string;
+  transport?: HttpTransport;
+  /** The persistent client instance key; generated when absent. */
+  clientKey?: EcKey;
+  /** A client_id from an earlier registration with this guard (with its clientKey). */
+  clientId?: string;
+  clientName?: string;
+  product?: ProductInfo;
+  /** Retries on 429 and 5xx, with exponential backoff and jitter (default 3). */
+  retries?: number;
+  /** Base delay of the backoff in ms (default 200). */
+  backoffMs?: number;
+  /** Seconds since the epoch (tests with a moved server clock pass the same clock here). */
+  now?: () => number;
+}
+
+/**
+ * The client side of the access guard (issue 5 point 12): discovery, registration, nonce, subject
+ * token from a software card, client assertion with client statement, DPoP proofs, token exchange,
+ * refresh and revocation. Stateless about storage: the reference CLI persists clientKey, clientId
+ * and tokens around it.
+ */
+export class GuardClient {
+  clientId?: string;
+  clientKey?: EcKey;
+  /** Session-only DPoP key, replaced at every token exchange. */
+  dpopKey?: EcKey;
+  tokens?: TokenSet;
+  private discovery?: Discovery;
+  private readonly transport: HttpTransport;
+  private readonly now: () => number;
+
+  constructor(private readonly opts: GuardClientOptions) {
+    this.transport = opts.transport ?? fetchTransport();
+    this.clientId = opts.clientId;
+    this.clientKey = opts.clientKey;
+    this.now = opts.now ?? (() => Math.floor(Date.now() / 1000));
+  }
+
+  /** RFC 9728 then RFC 8414 document, cached for a day; `force` re-reads them (after a 404). */
+  async discover(force = false): Promise<Discovery> {
+    if (!force && this.discovery && Date.now() - this.discovery.fetchedAt < DISCOVERY_TTL_MS) return this.discovery;
+    const origin = this.opts.server.replace(/\/+$/, '');
+    const pr = await this.json({ method: 'GET', url: `${origin}/.well-known/oauth-protected-resource`, headers: { accept: 'application/json' } });
+    const resource = pr as Discovery['resource'];
+    const issuer = resource.authorization_servers?.[0];
+    if (typeof issuer !== 'string') throw new Error('protected-resource document names no authorization server');
+    const as = (await this.json({ method: 'GET', url: `${issuer}/.well-known/oauth-authorization-server`, headers: { accept: 'application/json' } })) as Discovery['authorizationServer'];
+    this.discovery = { resource, authorizationServer: as, fetchedAt: Date.now() };
+    return this.discovery;
+  }
+
+  /** Dynamic client registration of the software type (seed 000 4.4). */
+  async register(): Promise<Record<string, unknown>> {
+    const d = await this.discover();
+    this.clientKey ??= await generateEcKey();
+    const key = this.clientKey;
+    const body = await this.json({
+      method: 'POST',
+      url: d.authorizationServer.registration_endpoint,
+      headers: { 'content-type': 'application/json', accept: 'application/json' },
+      body: JSON.stringify({
+        attestation_type: 'software',
+        client_name: this.opts.clientName ?? 'terminus-client',
+        token_endpoint_auth_method: 'private_key_jwt',
+        grant_types: [TOKEN_EXCHANGE, 'refresh_token'],
+        jwks: { keys: [{ ...key.publicJwk, use: 'sig', alg: 'ES256', kid: key.jkt }] },
+      }),
+    });
+    this.clientId = (body as { client_id: string }).client_id;
+    return body as Record<string, unknown>;
+  }
+
+  async fetchNonce(): Promise<string> {
+    const d = await this.discover();
+    const body = (await this.json({ method: 'GET', url: d.authorizationServer.nonce_endpoint, headers: { accept: 'application/json' } })) as { nonce: string };
+    return body.nonce;
+  }
+
+  /**
+   * A usable access token: the current one while it has `minValiditySec` left, else a refresh,
+   * else (refresh refused or session over) a new token exchange with fresh attestation (ZETA UC06 row 14).
+   */
+  async ensureAccessToken(card: SoftwareCard, minValiditySec = 10): Promise<string> {
+    if (this.tokens && this.tokens.expiresAt - this.now() > minValiditySec) return this.tokens.accessToken;
+    if (this.tokens) {
+      try {
+        return (await this.refresh()).accessToken;
+      } catch (err) {
+        if (!(err instanceof GuardClientError) || err.status >= 500) throw err;
+      }
+    }
+    return (await this.login(card)).accessToken;
+  }
+
+  /**
+   * Registration (first time), a fresh nonce and DPoP key, then the token exchange with attestation.
+   * A 401 is answered once more with a new nonce and a new subject token (ZETA UC08 row 26).
+   */
+  async login(card: SoftwareCard, o: { scope?: string } = {}): Promise<TokenSet> {
+    try {
+      return await this.loginOnce(card, o);
+    } catch (err) {
+      if (!(err instanceof GuardClientError) || err.status !== 401) throw err;
+      return this.loginOnce(card, o);
+    }
+  }
+
+  private async loginOnce(card: SoftwareCard, o: { scope?: string }): Promise<TokenSet> {
+    if (!this.clientId || !this.clientKey) await this.register();
+    const admission = card.admission;
+    if (!admission) throw new Error('the card certificate has no admission extension');
+    return this.withRetry(async () => {
+      const d = await this.discover();
+      const tokenEndpoint = d.authorizationServer.token_endpoint;
+      const nonce = await this.fetchNonce();
+      const dpopKey = await generateEcKey();
+      const clientId = this.clientId!;
+      const clientKey = this.clientKey!;
+      const params = new URLSearchParams({
+        grant_type: TOKEN_EXCHANGE,
+        client_assertion_type: JWT_BEARER,
+        client_assertion: await createClientAssertion(clientKey, {
+          clientId,
+          audience: tokenEndpoint,
+          now: this.now(),
+          clientStatement: softwareClientStatement({ clientId, clientKey, nonce, product: this.opts.product ?? DEFAULT_PRODUCT, now: this.now() }),
+        }),
+        subject_token_type: TOKEN_TYPE_JWT,
+        subject_token: createSubjectToken(card, { clientId, telematikId: admission.telematikId, tokenEndpoint, nonce, clientJkt: clientKey.jkt, dpopJkt: dpopKey.jkt, now: this.now() }),
+        resource: d.resource.resource,
+      });
+      if (o.scope) params.set('scope', o.scope);
+      const request: HttpRequest = {
+        method: 'POST',
+        url: tokenEndpoint,
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          accept: 'application/json',
+          dpop: await createDpopProof(dpopKey, { method: 'POST', url: tokenEndpoint, nonce, iat: this.now() }),
+        },
+        body: params.toString(),
+      };
+      const res = await this.transport(request);
+      if (res.status === 200) {
+        this.dpopKey = dpopKey;
+        this.tokens = tokenSet(res.json, this.now());
+      }
+      return res;
+    }).then(() => this.tokens!);
+  }
+
+  /** Refresh (seed 000 4.6 path B): assertion without statement, proof with the session's DPoP key; rotates the refresh token. */
+  async refresh(): Promise<TokenSet> {
+    if (!this.tokens || !this.dpopKey || !this.clientId || !this.clientKey) throw new Error('no session to refresh');
+    const refreshToken = this.tokens.refreshToken;
+    await this.withRetry(async () => {
+      const d = await this.discover();
+      const tokenEndpoint = d.authorizationServer.token_endpoint;
+      const res = await this.transport({
+        method: 'POST',
+        url: tokenEndpoint,
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          accept: 'application/json',
+          dpop: await createDpopProof(this.dpopKey!, { method: 'POST', url: tokenEndpoint, iat: this.now() }),
+        },
+        body: new URLSearchParams({
+          grant_type: 'refresh_token',
+          refresh_token: refreshToken,
+          client_assertion_type: JWT_BEARER,
+          client_assertion: await createClientAssertion(this.clientKey!, { clientId: this.clientId!, audience: tokenEndpoint, now: this.now() }),
+        }).toString(),
+      });
+      if (res.status === 200) this.tokens = tokenSet(res.json, this.now());
+      return res;
+    });
+    return this.tokens;
+  }
+
+  /** RFC 7009 revocation of the refresh token (the whole session). */
+  async revoke(): Promise<void> {
+    if (!this.tokens || !this.dpopKey || !this.clientId || !this.clientKey) return;
+    const d = await this.discover();
+    const url = d.authorizationServer.revocation_endpoint;
+    await this.withRetry(async () =>
+      this.transport({
+        method: 'POST',
+        url,
+        headers: { 'content-type': 'application/x-www-form-urlencoded', dpop: await createDpopProof(this.dpopKey!, { method: 'POST', url, iat: this.now() }) },
+        body: new URLSearchParams({
+          token: this.tokens!.refreshToken,
+          token_type_hint: 'refresh_token',
+          client_assertion_type: JWT_BEARER,
+          client_assertion: await createClientAssertion(this.clientKey!, { clientId: this.clientId!, audience: d.authorizationServer.token_endpoint, now: this.now() }),
+        }).toString(),
+      }),
+    );
+    this.tokens = undefined;
+  }
+
+  /** A DPoP proof with the session key for a resource request (`ath` of the current access token). */
+  async proof(method: string, url: string, accessToken = this.tokens?.accessToken): Promise<string> {
+    if (!this.dpopKey) throw new Error('no DPoP key: log in first');
+    return createDpopProof(this.dpopKey, { method, url, accessToken, iat: this.now() });
+  }
+
+  /** An authenticated resource request: `Authorization: DPoP <at>` plus a fresh proof. */
+  async request(method: string, url: string, init: { headers?: Record<string, string>; body?: string } = {}): Promise<HttpResponse> {
+    if (!this.tokens) throw new Error('not logged in');
+    return this.transport({
+      method,
+      url,
+      headers: { ...init.headers, authorization: `DPoP ${this.tokens.accessToken}`, dpop: await this.proof(method, url) },
+      body: init.body,
+    });
+  }
+
+  private async json(req: HttpRequest): Promise<unknown> {
+    const res = await this.withRetry(() => this.transport(req));
+    return res.json;
+  }
+
+  /** Retries 429 and 5xx with exponential backoff and jitter (Retry-After honoured); 404 re-runs discovery once. */
+  private async withRetry(send: () => Promise<HttpResponse>): Promise<HttpResponse> {
+    const retries = this.opts.retries ?? 3;
+    const base = this.opts.backoffMs ?? 200;
+    let rediscovered = false;
+    for (let attempt = 0; ; attempt++) {
+      const res = await send();
+      if (res.status < 400) return res;
+      if (res.status === 404 && !rediscovered && this.discovery) {
+        rediscovered = true;
+        await this.discover(true);
+        continue;
+      }
+      const retryable = res.status === 429 || res.status >= 500;
+      if (!retryable || attempt >= retries) throw new GuardClientError(res.status, res.json ?? res.text);
+      const retryAfter = Number(res.headers['retry-after']);
+      const delay = Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : base * 2 ** attempt;
+      await new Promise((r) => setTimeout(r, Math.min(delay, 30_000) * (0.5 + Math.random() / 2)));
+    }
+  }
+}
+
+function tokenSet(body: unknown, now: number): TokenSet {
+  const b = body as { access_token: string; refresh_token: string; expires_in: number; scope: string };
+  return { accessToken: b.access_token, refreshToken: b.refresh_token, expiresIn: b.expires_in, expiresAt: now + b.expires_in, scope: b.scope, raw: body as Record<string, unknown> };
+}

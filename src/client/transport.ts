@@ -1,0 +1,47 @@
+/** One HTTP exchange as the client library sees it; transports may be fetch, supertest, anything. */
+export interface HttpRequest {
+  method: string;
+  /** Absolute URL as published by the server (PUBLIC_URL based); it is what `htu` and `aud` name. */
+  url: string;
+  headers: Record<string, string>;
+  body?: string;
+}
+
+export interface HttpResponse {
+  status: number;
+  headers: Record<string, string>;
+  text: string;
+  /** Parsed JSON body, or undefined. */
+  json: unknown;
+}
+
+export type HttpTransport = (req: HttpRequest) => Promise<HttpResponse>;
+
+/**
+ * Global fetch. `connectTo` sends every request to another origin than the published one (the
+ * server listens on 127.0.0.1:PORT while PUBLIC_URL names the load balancer), keeping path and query.
+ */
+export function fetchTransport(opts: { connectTo?: string; timeoutMs?: number } = {}): HttpTransport {
+  return async (req) => {
+    let url = req.url;
+    if (opts.connectTo) {
+      const published = new URL(req.url);
+      url = `${opts.connectTo.replace(/\/+$/, '')}${published.pathname}${published.search}`;
+    }
+    const res = await fetch(url, { method: req.method, headers: req.headers, body: req.body, signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000) });
+    const text = await res.text();
+    const headers: Record<string, string> = {};
+    res.headers.forEach((v, k) => {
+      headers[k] = v;
+    });
+    return { status: res.status, headers, text, json: parseJson(text) };
+  };
+}
+
+export function parseJson(text: string): unknown {
+  try {
+    return text ? (JSON.parse(text) as unknown) : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,190 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { projectPath } from './paths';
+
+/**
+ * The only place that reads process.env (CONTRACT section 2). Every knob has one default,
+ * written here once. A bad value throws ConfigError naming the variable; main.ts prints that one
+ * line and exits.
+ */
+export interface Config {
+  port: number;
+  host: string;
+  /** Externally visible origin without trailing slash; issued URLs, htu and aud derive from it. */
+  publicUrl: string;
+  databaseUrl?: string;
+  dataDir: string;
+  redisUrl?: string;
+  /** PEM file of CAs issuing institution cards; unset: the generated dev PKI CA. */
+  cardTrustAnchors?: string;
+  /** PEM file of TPM manufacturer CAs; unset: no TPM client accepted. */
+  tpmEkTrustAnchors?: string;
+  /** Telematik-IDs of the practice running this repository (management scopes). */
+  repositoryOwners: string[];
+  policyFile: string;
+  policyEngineUrl?: string;
+  logLevel: string;
+  production: boolean;
+  /** Load demo calendars into an empty embedded store at start. */
+  demoData: boolean;
+  /** Separate upstream behind the enforcement proxy (proxy mode); unset: the embedded FHIR app. */
+  upstreamUrl?: string;
+  /**
+   * Secret that encrypts the guard's signing keys at rest (GUARD_KEY_SECRET). Unset: a key file in
+   * DATA_DIR when the embedded store is on disk, else a per-process key (each replica then signs
+   * with a key of its own; all public keys are still published from the shared store).
+   */
+  guardKeySecret?: string;
+  /** Guard requests per minute per client IP and endpoint (RATE_LIMIT_PER_IP, default 3000 = 50/s). */
+  rateLimitPerIp: number;
+  /** Guard token/revoke requests per minute per client_id (RATE_LIMIT_PER_CLIENT, default 600). */
+  rateLimitPerClient: number;
+  /**
+   * The enforcement point in front of /fhir (GUARD_ENFORCEMENT, default on). `off` serves /fhir
+   * without tokens, as the repository itself: for tests of the FHIR layer and the guard-off
+   * benchmark only; refused with NODE_ENV=production.
+   */
+  guardEnforcement: boolean;
+  /** FHIR requests per minute per client_id through the enforcement point (RATE_LIMIT_FHIR_PER_CLIENT, default 6000 = 100/s). */
+  rateLimitFhirPerClient: number;
+  /** JWKS of the PoPP issuer (POPP_JWKS_URL); required when POPP_REQUIRED_ROUTES names routes. */
+  poppJwksUrl?: string;
+  /**
+   * FHIR routes that require a proof of patient presence (POPP_REQUIRED_ROUTES, comma-separated:
+   * `Patient` = every interaction on a type, `Appointment/$book` = one operation, `*` = all).
+   */
+  poppRequiredRoutes: string[];
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export function loadConfig(env: Env = process.env): Config {
+  const port = parsePort(env, 'PORT', 8080);
+  const host = nonEmpty(env, 'HOST') ?? '127.0.0.1';
+  const publicUrl = parseUrl(env, 'PUBLIC_URL') ?? `http://localhost:${port}`;
+  const databaseUrl = nonEmpty(env, 'DATABASE_URL');
+  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL', 'must be a postgres:// or postgresql:// connection string');
+  }
+  const redisUrl = nonEmpty(env, 'REDIS_URL');
+  if (redisUrl && !/^rediss?:\/\//.test(redisUrl)) {
+    throw new ConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL');
+  }
+  const logLevel = nonEmpty(env, 'LOG_LEVEL') ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+  }
+  const policyEngineUrl = parseUrl(env, 'POLICY_ENGINE_URL');
+  const upstreamUrl = parseUrl(env, 'UPSTREAM_URL');
+  const production = env.NODE_ENV === 'production';
+  const guardEnforcement = parseBool(env, 'GUARD_ENFORCEMENT', true);
+  if (!guardEnforcement && production) throw new ConfigError('GUARD_ENFORCEMENT', 'cannot be off with NODE_ENV=production');
+  const poppJwksUrl = parseUrl(env, 'POPP_JWKS_URL');
+  const poppRequiredRoutes = parsePoppRoutes(env);
+  if (poppRequiredRoutes.length > 0 && !poppJwksUrl) throw new ConfigError('POPP_REQUIRED_ROUTES', 'needs POPP_JWKS_URL (the PoPP issuer JWKS)');
+  return {
+    port,
+    host,
+    publicUrl,
+    databaseUrl,
+    dataDir: path.resolve(nonEmpty(env, 'DATA_DIR') ?? './data'),
+    redisUrl,
+    cardTrustAnchors: existingFile(env, 'CARD_TRUST_ANCHORS'),
+    tpmEkTrustAnchors: existingFile(env, 'TPM_EK_TRUST_ANCHORS'),
+    repositoryOwners: (env.REPOSITORY_OWNERS ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+    policyFile: path.resolve(nonEmpty(env, 'POLICY_FILE') ?? projectPath('policies', 'default.json')),
+    policyEngineUrl,
+    logLevel,
+    production,
+    // Demo calendars are an embedded-mode convenience: on for `npm start` without DATABASE_URL,
+    // off in production and against a real database unless asked for.
+    demoData: parseBool(env, 'DEMO_DATA', env.NODE_ENV !== 'production' && !databaseUrl),
+    upstreamUrl,
+    guardKeySecret: nonEmpty(env, 'GUARD_KEY_SECRET'),
+    // CONTRACT section 7: at least 20 requests/s per client IP on each guard endpoint.
+    rateLimitPerIp: parsePositiveInt(env, 'RATE_LIMIT_PER_IP', 3000),
+    rateLimitPerClient: parsePositiveInt(env, 'RATE_LIMIT_PER_CLIENT', 600),
+    guardEnforcement,
+    // A practice system rarely needs more than a few requests per second; 100/s leaves room for
+    // bulk reads while one stolen or looping client cannot starve the others.
+    rateLimitFhirPerClient: parsePositiveInt(env, 'RATE_LIMIT_FHIR_PER_CLIENT', 6000),
+    poppJwksUrl,
+    poppRequiredRoutes,
+  };
+}
+
+const POPP_ROUTE = /^(\*|\$[a-z][\w-]*|[A-Z][A-Za-z]+(\/\$[a-z][\w-]*)?)$/;
+
+function parsePoppRoutes(env: Env): string[] {
+  const routes = (nonEmpty(env, 'POPP_REQUIRED_ROUTES') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const bad = routes.find((r) => !POPP_ROUTE.test(r));
+  if (bad) throw new ConfigError('POPP_REQUIRED_ROUTES', `"${bad}" is not a route (Type, Type/$operation, $operation or *)`);
+  return routes;
+}
+
+function parsePositiveInt(env: Env, name: string, dflt: number): number {
+  const v = nonEmpty(env, name);
+  if (v === undefined) return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new ConfigError(name, `must be a positive integer, got "${v}"`);
+  return n;
+}
+
+function nonEmpty(env: Env, name: string): string | undefined {
+  const v = env[name];
+  return v === undefined || v.trim() === '' ? undefined : v.trim();
+}
+
+function parsePort(env: Env, name: string, dflt: number): number {
+  const v = nonEmpty(env, name);
+  if (v === undefined) return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new ConfigError(name, `must be a port number 0-65535, got "${v}"`);
+  return n;
+}
+
+function parseUrl(env: Env, name: string): string | undefined {
+  const v = nonEmpty(env, name);
+  if (v === undefined) return undefined;
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new ConfigError(name, `must be an absolute http(s) URL, got "${v}"`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError(name, 'must use http or https');
+  return v.replace(/\/+$/, '');
+}
+
+function parseBool(env: Env, name: string, dflt: boolean): boolean {
+  const v = nonEmpty(env, name);
+  if (v === undefined) return dflt;
+  if (/^(1|true|yes|on)$/i.test(v)) return true;
+  if (/^(0|false|no|off)$/i.test(v)) return false;
+  throw new ConfigError(name, `must be true or false, got "${v}"`);
+}
+
+function existingFile(env: Env, name: string): string | undefined {
+  const v = nonEmpty(env, name);
+  if (v === undefined) return undefined;
+  const p = path.resolve(v);
+  if (!fs.existsSync(p)) throw new ConfigError(name, `file not found: ${p}`);
+  return p;
+}

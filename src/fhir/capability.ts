@@ -1,0 +1,107 @@
+import type { CapabilityStatement, CapabilityStatementRestResource } from '@medplum/fhirtypes';
+import { RESOURCE_TYPES } from '../store/search/parameters';
+import { searchParams } from '../store/search/parameters';
+import { listOperations } from './operations/registry';
+import { knownProfiles } from './validation';
+import type { FhirEnv } from './request';
+
+const ISIK_CS = 'https://gematik.de/fhir/isik/CapabilityStatement';
+
+/** ISiK role canonicals this server implements (scheduling.md 1.7: all of them in `instantiates`). */
+export const INSTANTIATES = [
+  `${ISIK_CS}/ISiKCapabilityStatementTerminRepositoryAkteur`,
+  `${ISIK_CS}/ISiKCapabilityStatementTerminRepositoryRolle`,
+  `${ISIK_CS}/ISiKCapabilityStatementTerminologieRolle`,
+  `${ISIK_CS}/ISiKCapabilityStatementStammdatenRolle`,
+];
+
+/** Profiles each stored type is validated against (scheduling.md 1.1). */
+const TYPE_PROFILES: Record<string, string> = {
+  Appointment: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKTermin',
+  Schedule: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKKalender',
+  Slot: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKTerminblock',
+  HealthcareService: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKMedizinischeBehandlungseinheit',
+  Patient: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKPatient',
+  Subscription: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKSubscriptionTermin',
+};
+
+/** Includes/revincludes advertised per type (ISiK Termin-Repository, all MAY). */
+const INCLUDES: Record<string, { include?: string[]; revinclude?: string[] }> = {
+  Schedule: { revinclude: ['Slot:schedule'] },
+  Slot: { include: ['Slot:schedule'], revinclude: ['Appointment:slot'] },
+  Appointment: { include: ['Appointment:slot', 'Appointment:actor'] },
+  HealthcareService: { revinclude: ['Schedule:actor', 'Appointment:actor'] },
+};
+
+/** Extra capability contributions from parts (subscriptions: topic canonicals, instantiates). */
+type Contributor = (cs: CapabilityStatement) => void;
+const contributors: Contributor[] = [];
+export function contributeToCapabilities(fn: Contributor): void {
+  contributors.push(fn);
+}
+
+/**
+ * The CapabilityStatement is generated from what the code supports: the stored types, their
+ * indexed search parameters, the interactions of the router and the registered operations.
+ */
+export function capabilityStatement(env: FhirEnv): CapabilityStatement {
+  const all = listOperations();
+  const operations = all.filter((o) => !o.internal);
+  const resource: CapabilityStatementRestResource[] = RESOURCE_TYPES.map((type) => {
+    const params = [...searchParams(type).values()]
+      .filter((d) => ['token', 'reference', 'date', 'string', 'uri', 'composite'].includes(d.type))
+      .map((d) => ({ name: d.code, type: d.type as 'token', definition: d.url }));
+    const interactions = ['read', 'vread', 'history-instance', 'search-type', 'create', 'update', 'delete'];
+    if (all.some((o) => o.definition.code === 'patch' && o.resourceTypes.includes(type))) interactions.push('patch');
+    return {
+      type,
+      profile: TYPE_PROFILES[type],
+      supportedProfile: knownProfiles().filter((url) => url === TYPE_PROFILES[type]),
+      interaction: interactions.map((code) => ({ code: code as 'read' })),
+      versioning: 'versioned',
+      readHistory: true,
+      updateCreate: true,
+      conditionalUpdate: false,
+      conditionalDelete: 'not-supported',
+      searchInclude: INCLUDES[type]?.include,
+      searchRevInclude: INCLUDES[type]?.revinclude,
+      searchParam: [
+        { name: '_count', type: 'number' },
+        { name: '_has', type: 'special' },
+        ...params,
+      ],
+      operation: operations
+        .filter((o) => o.resourceTypes.includes(type))
+        .map((o) => ({ name: o.definition.code, definition: o.definition.url! })),
+    } as CapabilityStatementRestResource;
+  });
+  const cs: CapabilityStatement = {
+    resourceType: 'CapabilityStatement',
+    status: 'active',
+    date: '2026-11-21',
+    kind: 'instance',
+    name: 'TerminusTerminRepository',
+    title: 'Terminus ISiK Termin-Repository',
+    instantiates: [...INSTANTIATES],
+    software: { name: 'Terminus', version: '0.1.0' },
+    implementation: { description: 'Terminus appointment repository', url: env.baseUrl },
+    fhirVersion: '4.0.1',
+    format: ['application/fhir+json', 'application/fhir+xml', 'json', 'xml'],
+    patchFormat: ['application/fhir+json', 'application/json-patch+json'],
+    rest: [
+      {
+        mode: 'server',
+        security: {
+          cors: false,
+          description:
+            'DPoP-bound access tokens from the embedded authorization server (see /.well-known/oauth-protected-resource); GET /metadata is public.',
+        },
+        resource,
+        interaction: [{ code: 'transaction' }, { code: 'batch' }],
+        operation: operations.filter((o) => o.resourceTypes.length === 0).map((o) => ({ name: o.definition.code, definition: o.definition.url! })),
+      },
+    ],
+  };
+  for (const c of contributors) c(cs);
+  return cs;
+}

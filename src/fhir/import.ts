@@ -1,0 +1,43 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Bundle, BundleEntry, Resource } from '@medplum/fhirtypes';
+import type { AppContext } from '../context';
+import { fromXml } from './formats';
+import { fhirEnv } from './index';
+import { badRequest } from './outcomes';
+import { processBundle } from './transaction';
+
+/**
+ * Turns a Bundle (transaction, batch or collection) or a single resource into a transaction of
+ * PUTs that keep the ids (CONTRACT section 1: `terminus import`). Entries without an id get one
+ * from their `urn:uuid:` fullUrl so references between them keep working.
+ */
+export function toImportTransaction(input: Resource): Bundle {
+  const resources: { resource: Resource; fullUrl?: string }[] =
+    input.resourceType === 'Bundle'
+      ? ((input as Bundle).entry ?? []).filter((e): e is BundleEntry & { resource: Resource } => !!e.resource).map((e) => ({ resource: e.resource, fullUrl: e.fullUrl }))
+      : [{ resource: input }];
+  const entry: BundleEntry[] = resources.map(({ resource, fullUrl }, i) => {
+    const id = resource.id ?? /^urn:uuid:([0-9a-f-]{36})$/i.exec(fullUrl ?? '')?.[1];
+    if (!id) throw badRequest(`entry ${i} (${resource.resourceType}) has no id and no urn:uuid fullUrl to take one from`);
+    return { fullUrl, resource: { ...resource, id }, request: { method: 'PUT', url: `${resource.resourceType}/${id}` } };
+  });
+  return { resourceType: 'Bundle', type: 'transaction', entry };
+}
+
+/** Loads resources into the store, one transaction per input. */
+export async function importResources(ctx: AppContext, input: Resource): Promise<number> {
+  const bundle = toImportTransaction(input);
+  const result = await processBundle({ method: 'POST', path: [], query: [], body: bundle, headers: {} }, fhirEnv(ctx));
+  return result.entry?.length ?? 0;
+}
+
+export function readResourceFile(file: string): Resource {
+  const text = fs.readFileSync(file, 'utf8');
+  if (path.extname(file).toLowerCase() === '.xml' || text.trimStart().startsWith('<')) return fromXml(text);
+  try {
+    return JSON.parse(text) as Resource;
+  } catch (err) {
+    throw new Error(`${file}: not valid JSON (${(err as Error).message})`);
+  }
+}

@@ -1,0 +1,127 @@
+import crypto from 'node:crypto';
+import { Router, type NextFunction, type Request, type Response } from 'express';
+import type { Resource } from '@medplum/fhirtypes';
+import type { AppContext } from '../context';
+import { Repository } from '../store/repository';
+import { BODY_LIMIT, fhirBodyText } from './body';
+import { FHIR_JSON, FHIR_XML, FhirFormatError, negotiateFormat, parseBody, toXml } from './formats';
+import { handle } from './interactions';
+import { issue, OperationOutcomeError, outcome } from './outcomes';
+import type { FhirEnv, FhirRequest, RequestIdentity } from './request';
+import './operations';
+import '../subscriptions';
+
+export type { FhirEnv, FhirRequest, FhirResponse, RequestIdentity } from './request';
+
+
+export function fhirEnv(ctx: AppContext): FhirEnv {
+  const baseUrl = `${ctx.config.publicUrl}/fhir`;
+  return { ctx, baseUrl, repo: new Repository(ctx.db, baseUrl, ctx.now) };
+}
+
+/**
+ * HTTP adapter of the FHIR layer: body and format handling around `handle`, and the one place a
+ * thrown error becomes an OperationOutcome (unknown errors: 500 with a correlation id, stack in
+ * the log only).
+ */
+export function fhirRouter(ctx: AppContext, env: FhirEnv = fhirEnv(ctx)): Router {
+  const router = Router();
+  router.use(fhirBodyText());
+  router.use(async (req: Request, res: Response, next: NextFunction) => {
+    const query = rawQuery(req);
+    const format = negotiateFormat(req.header('accept'), query.find(([n]) => n === '_format')?.[1]);
+    res.locals.fhirFormat = format ?? 'json';
+    try {
+      if (!format) throw new OperationOutcomeError(406, [issue('not-supported', 'Accept: only application/fhir+json and application/fhir+xml are served')]);
+      const fhirReq = toFhirRequest(req, query, res.locals.identity as RequestIdentity | undefined);
+      const result = await handle(fhirReq, env);
+      for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
+      send(res, result.status, result.body);
+    } catch (err) {
+      next(err);
+    }
+  });
+  router.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const known = toOutcomeError(err);
+    if (known) {
+      for (const [k, v] of Object.entries(known.headers)) res.setHeader(k, v);
+      send(res, known.status, known.outcome);
+      return;
+    }
+    const correlationId = (res.locals.requestId as string) ?? crypto.randomUUID();
+    ctx.logger.error({ err, requestId: correlationId, path: req.path }, 'unhandled error in FHIR request');
+    send(res, 500, outcome([issue('exception', `Unexpected error; correlation id ${correlationId}`)]));
+  });
+  return router;
+}
+
+function toOutcomeError(err: unknown): OperationOutcomeError | undefined {
+  if (err instanceof OperationOutcomeError) return err;
+  if (err instanceof FhirFormatError) return new OperationOutcomeError(err.status, [issue(err.code as 'structure', err.message, err.expression)]);
+  // body-parser: payload too large / bad charset
+  const status = (err as { status?: number; type?: string })?.status;
+  if (status === 413) return new OperationOutcomeError(413, [issue('too-costly', `Request body larger than ${BODY_LIMIT}`)]);
+  if (status === 415) return new OperationOutcomeError(415, [issue('not-supported', 'Unsupported request body encoding')]);
+  if (status === 400) return new OperationOutcomeError(400, [issue('structure', 'Malformed request body')]);
+  return undefined;
+}
+
+function send(res: Response, status: number, body?: Resource): void {
+  res.status(status);
+  if (!body) {
+    res.end();
+    return;
+  }
+  if (res.locals.fhirFormat === 'xml') {
+    res.setHeader('Content-Type', FHIR_XML);
+    // A Buffer keeps our Content-Type as written (res.send lower-cases the charset of strings).
+    res.send(Buffer.from(toXml(body), 'utf8'));
+  } else {
+    res.setHeader('Content-Type', FHIR_JSON);
+    res.send(Buffer.from(JSON.stringify(body), 'utf8'));
+  }
+}
+
+/** Raw query pairs in order (FHIR repeats AND, commas OR: a parsed object loses both). */
+function rawQuery(req: Request): [string, string][] {
+  const i = req.originalUrl.indexOf('?');
+  return i < 0 ? [] : [...new URLSearchParams(req.originalUrl.slice(i + 1)).entries()];
+}
+
+function toFhirRequest(req: Request, query: [string, string][], identity?: RequestIdentity): FhirRequest {
+  const contentType = req.header('content-type');
+  const text = typeof req.body === 'string' ? req.body : '';
+  let body: unknown;
+  let pairs = query;
+  if (text.trim() !== '') {
+    if (contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded')) {
+      // POST [type]/_search: form parameters join the URL's.
+      pairs = [...query, ...new URLSearchParams(text).entries()];
+    } else if (contentType?.toLowerCase().startsWith('application/json-patch+json')) {
+      body = parseJsonPatch(text);
+    } else {
+      body = parseBody(contentType, text);
+    }
+  }
+  return {
+    method: req.method,
+    path: req.path.split('/').filter(Boolean).map(decodeURIComponent),
+    query: pairs,
+    body,
+    contentType,
+    headers: {
+      ifMatch: req.header('if-match'),
+      ifNoneExist: req.header('if-none-exist'),
+      prefer: req.header('prefer'),
+    },
+    identity,
+  };
+}
+
+function parseJsonPatch(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new OperationOutcomeError(400, [issue('structure', 'JSON Patch body is not valid JSON')]);
+  }
+}

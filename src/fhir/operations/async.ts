@@ -1,0 +1,101 @@
+import type { OperationDefinition } from '@medplum/fhirtypes';
+import type { AppContext } from '../../context';
+import { cancel, findJob, registerJobKind, startJobs, submitJob } from '../../jobs';
+import type { Db } from '../../store/db';
+import { Repository } from '../../store/repository';
+import { handle } from '../interactions';
+import { conflict, issue, notFound, OperationOutcomeError, outcome } from '../outcomes';
+import type { FhirEnv, FhirRequest, FhirResponse, RequestIdentity } from '../request';
+import { registerOperation } from './registry';
+
+/**
+ * FHIR asynchronous request pattern (scheduling.md 7; ISiK 6.0.0 async $book): the kick-off
+ * answers 202 with an absolute Content-Location; polling it answers 202 while the job runs, then
+ * the job's own status and body (the Appointment or the OperationOutcome), as the ISiK reference
+ * mock does. DELETE cancels a queued job (or discards a result); afterwards the poll answers 404.
+ */
+const ASYNC_STATUS_DEFINITION = {
+  resourceType: 'OperationDefinition',
+  url: 'http://terminus.local/fhir/OperationDefinition/async-status',
+  name: 'AsyncStatus',
+  status: 'active',
+  kind: 'operation',
+  code: 'async-status',
+  system: true,
+  type: false,
+  instance: false,
+  affectsState: false,
+  description: 'Polling URL of a request made with Prefer: respond-async ([base]/_async/{id}); GET polls, DELETE cancels.',
+} as const satisfies OperationDefinition;
+
+/** Polling interval suggested to clients (seconds). */
+const RETRY_AFTER_S = 1;
+
+const FHIR_REQUEST = 'fhir-request';
+
+registerOperation({
+  definition: ASYNC_STATUS_DEFINITION as unknown as OperationDefinition & { code: string },
+  resourceTypes: [],
+  allowGet: true,
+  internal: true,
+  handler: (req, env, target) => poll(req, env, target.id as string),
+});
+
+registerJobKind(FHIR_REQUEST, {
+  run: async (ctx, payload, tx) => {
+    const res = await handle(payload as FhirRequest, jobEnv(ctx, tx));
+    return { status: res.status, body: res.body, headers: res.headers };
+  },
+  failed: (err) => (err instanceof OperationOutcomeError ? { status: err.status, body: err.outcome, headers: err.headers } : undefined),
+  exhausted: () => ({ status: 500, body: outcome([issue('exception', 'The asynchronous request failed repeatedly; see the server log')]) }),
+});
+
+/** Kick-off: the request runs later as a job, exactly as it would have run now. */
+export async function startAsync(req: FhirRequest, env: FhirEnv): Promise<FhirResponse> {
+  const payload: FhirRequest = { ...req, headers: { ...req.headers, prefer: withoutRespondAsync(req.headers.prefer) } };
+  const id = await submitJob(env.ctx, { kind: FHIR_REQUEST, payload, owner: req.identity?.institution ?? null });
+  const location = `${env.baseUrl}/_async/${id}`;
+  return {
+    status: 202,
+    headers: { 'Content-Location': location },
+    body: outcome([issue('informational', `Request accepted; poll ${location} for the result`, undefined, 'information')]),
+  };
+}
+
+async function poll(req: FhirRequest, env: FhirEnv, id: string): Promise<FhirResponse> {
+  // A replica that has not worked the queue yet starts now (and picks up abandoned jobs).
+  void startJobs(env.ctx);
+  const job = await findJob(env.ctx, id);
+  if (!job || job.state === 'cancelled' || !visibleTo(job.owner, req.identity)) throw notFound('async request', id);
+  if (req.method === 'DELETE') {
+    const state = await cancel(env.ctx, id);
+    if (state === 'running') throw conflict(`Async request ${id} is running and can no longer be cancelled`);
+    if (state === undefined || state === 'cancelled') throw notFound('async request', id);
+    return { status: 202, body: outcome([issue('informational', `Async request ${id} cancelled`, undefined, 'information')]) };
+  }
+  if (job.state === 'queued' || job.state === 'running' || !job.result) {
+    return {
+      status: 202,
+      headers: { 'Retry-After': String(RETRY_AFTER_S), 'X-Progress': job.state },
+      body: outcome([issue('informational', `Async request ${id} is ${job.state}`, undefined, 'information')]),
+    };
+  }
+  return { status: job.result.status, body: job.result.body as FhirResponse['body'], headers: job.result.headers };
+}
+
+function visibleTo(owner: string | null, identity?: RequestIdentity): boolean {
+  return !identity || identity.isOwner || owner === identity.institution;
+}
+
+function withoutRespondAsync(prefer: string | undefined): string | undefined {
+  const rest = (prefer ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p && p.toLowerCase() !== 'respond-async');
+  return rest.length ? rest.join(', ') : undefined;
+}
+
+function jobEnv(ctx: AppContext, tx: Db): FhirEnv {
+  const baseUrl = `${ctx.config.publicUrl}/fhir`;
+  return { ctx, baseUrl, repo: new Repository(tx, baseUrl, ctx.now) };
+}

@@ -1,0 +1,73 @@
+import type { OperationDefinition, Resource } from '@medplum/fhirtypes';
+import { RESOURCE_TYPES } from '../../store/search/parameters';
+import { visible } from '../../store/repository';
+import { runWriteHooks } from '../hooks';
+import { checkBody, written } from '../interactions';
+import { gone, issue, notFound, OperationOutcomeError, preconditionFailed } from '../outcomes';
+import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
+import { applyFhirPathPatch } from './fhirpath-patch';
+import { applyJsonPatchToResource } from './json-patch';
+import { PatchError } from './patch-error';
+import { registerOperation } from './registry';
+
+/**
+ * `PATCH [type]/[id]` for every stored type: FHIRPath Patch `Parameters` (FHIR R4
+ * fhirpatch.html; ISiK 6.0.0 requires it for Appointment) or `application/json-patch+json`.
+ * The patched resource passes the same checks and write hooks as a PUT (for Appointment: the
+ * immutable elements, cancellation, confirmation), under `If-Match` when given (412).
+ */
+const PATCH_DEFINITION = {
+  resourceType: 'OperationDefinition',
+  url: 'http://terminus.local/fhir/OperationDefinition/patch',
+  name: 'Patch',
+  status: 'active',
+  kind: 'operation',
+  code: 'patch',
+  system: false,
+  type: false,
+  instance: true,
+  affectsState: true,
+  resource: [...RESOURCE_TYPES] as OperationDefinition['resource'],
+} satisfies OperationDefinition;
+
+registerOperation({
+  definition: PATCH_DEFINITION as OperationDefinition & { code: string },
+  resourceTypes: [...RESOURCE_TYPES],
+  internal: true,
+  handler: (req, env, target) => patch(req, env, target.type as string, target.id as string),
+});
+
+async function patch(req: FhirRequest, env: FhirEnv, type: string, id: string): Promise<FhirResponse> {
+  const jsonPatch = (req.contentType ?? '').toLowerCase().startsWith('application/json-patch+json');
+  if (req.body === undefined) throw new OperationOutcomeError(400, [issue('required', 'PATCH needs a body: FHIRPath Patch Parameters or a JSON Patch')]);
+  const scope = scopeOf(req.identity);
+  const stored = await env.repo.withTransaction(async (repo) => {
+    const row = await repo.readRow(type, id, { forUpdate: true });
+    if (!row || !visible(row.owner, scope)) throw notFound(type, id);
+    if (row.deleted) throw gone(type, id);
+    // If-Match first: a stale patch is refused as stale, whatever it would change.
+    checkIfMatch(req.headers.ifMatch, row.versionId);
+    const patched = { ...apply(row.resource, req.body, jsonPatch), id };
+    // Domain rules first: a patch touching an element that must not change (Appointment.start,
+    // ...) is refused for that (400) even when the result would also be invalid.
+    await runWriteHooks({ interaction: 'patch', type, resource: patched, previous: row.resource, req, repo, ctx: env.ctx });
+    const resource = checkBody(type, patched, id);
+    return (await repo.update(resource, { ifMatch: req.headers.ifMatch, scope })).resource;
+  });
+  return written(stored, 200, env, req);
+}
+
+function apply(resource: Resource, body: unknown, jsonPatch: boolean): Resource {
+  try {
+    return jsonPatch ? applyJsonPatchToResource(resource, body) : applyFhirPathPatch(resource, body);
+  } catch (err) {
+    if (err instanceof PatchError) throw new OperationOutcomeError(err.status, [issue(err.code, err.message, err.expression)]);
+    throw err;
+  }
+}
+
+function checkIfMatch(ifMatch: string | undefined, current: number): void {
+  if (ifMatch === undefined) return;
+  const m = /^(?:W\/)?"?(\d+)"?$/.exec(ifMatch.trim());
+  if (!m || Number(m[1]) !== current) throw preconditionFailed(`If-Match ${ifMatch} does not match the current version W/"${current}"`);
+}

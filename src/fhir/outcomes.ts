@@ -1,0 +1,44 @@
+import type { OperationOutcome, OperationOutcomeIssue } from '@medplum/fhirtypes';
+
+/**
+ * The one OperationOutcome vocabulary (after Medplum's): every FHIR failure is an
+ * OperationOutcomeError carrying its HTTP status and coded issues; one place turns it into a
+ * response.
+ */
+export class OperationOutcomeError extends Error {
+  constructor(
+    readonly status: number,
+    readonly issues: OperationOutcomeIssue[],
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(issues.map((i) => i.diagnostics ?? i.code).join('; '));
+  }
+
+  get outcome(): OperationOutcome {
+    return outcome(this.issues);
+  }
+}
+
+export function outcome(issues: OperationOutcomeIssue[]): OperationOutcome {
+  return { resourceType: 'OperationOutcome', issue: issues };
+}
+
+export function issue(code: OperationOutcomeIssue['code'], diagnostics: string, expression?: string | string[], severity: OperationOutcomeIssue['severity'] = 'error'): OperationOutcomeIssue {
+  const i: OperationOutcomeIssue = { severity, code, diagnostics, details: { text: diagnostics } };
+  if (expression !== undefined) i.expression = Array.isArray(expression) ? expression : [expression];
+  return i;
+}
+
+export const badRequest = (diagnostics: string, expression?: string | string[], code: OperationOutcomeIssue['code'] = 'invalid') =>
+  new OperationOutcomeError(400, [issue(code, diagnostics, expression)]);
+export const unprocessable = (diagnostics: string, expression?: string | string[], code: OperationOutcomeIssue['code'] = 'business-rule') =>
+  new OperationOutcomeError(422, [issue(code, diagnostics, expression)]);
+export const notFound = (type: string, id?: string) =>
+  new OperationOutcomeError(404, [issue('not-found', id ? `${type}/${id} not found` : `${type} not found`)]);
+export const gone = (type: string, id: string) => new OperationOutcomeError(410, [issue('deleted', `${type}/${id} has been deleted`)]);
+export const conflict = (diagnostics: string, expression?: string | string[]) => new OperationOutcomeError(409, [issue('conflict', diagnostics, expression)]);
+export const preconditionFailed = (diagnostics: string) => new OperationOutcomeError(412, [issue('conflict', diagnostics)]);
+export const notSupported = (diagnostics: string, status = 400) => new OperationOutcomeError(status, [issue('not-supported', diagnostics)]);
+export const forbidden = (diagnostics: string) => new OperationOutcomeError(403, [issue('forbidden', diagnostics)]);
+
+export const allOk = (diagnostics = 'All OK'): OperationOutcome => outcome([issue('informational', diagnostics, undefined, 'information')]);

@@ -1,0 +1,127 @@
+import crypto from 'node:crypto';
+import http from 'node:http';
+import type { Bundle, BundleEntry, Resource } from '@medplum/fhirtypes';
+import { handle, route } from './interactions';
+import { badRequest, OperationOutcomeError, outcome, issue } from './outcomes';
+import type { FhirEnv, FhirRequest, FhirResponse } from './request';
+
+/** FHIR processing order for transactions (http.html#trules). */
+const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 3, GET: 4, HEAD: 4 };
+
+/**
+ * `POST [base]` with a transaction (all-or-nothing, local `urn:uuid:` references resolved) or
+ * batch (each entry on its own) Bundle.
+ */
+export async function processBundle(req: FhirRequest, env: FhirEnv): Promise<Bundle> {
+  const bundle = req.body as Bundle | undefined;
+  if (!bundle || bundle.resourceType !== 'Bundle') throw badRequest('POST to the base needs a Bundle', 'Bundle');
+  if (bundle.type !== 'transaction' && bundle.type !== 'batch') throw badRequest(`Bundle.type must be transaction or batch, got ${String(bundle.type)}`, 'Bundle.type');
+  const entries = bundle.entry ?? [];
+  entries.forEach((e, i) => {
+    if (!e.request?.method || !e.request.url) throw badRequest(`entry ${i}: request.method and request.url are required`, `Bundle.entry[${i}].request`);
+  });
+  if (bundle.type === 'batch') return batch(entries, req, env);
+  return transaction(entries, req, env);
+}
+
+async function batch(entries: BundleEntry[], req: FhirRequest, env: FhirEnv): Promise<Bundle> {
+  const responses: BundleEntry[] = [];
+  for (const entry of entries) {
+    try {
+      responses.push(responseEntry(await handle(entryRequest(entry, req), env)));
+    } catch (err) {
+      if (!(err instanceof OperationOutcomeError)) throw err;
+      responses.push({ response: { status: statusLine(err.status), outcome: err.outcome } });
+    }
+  }
+  return { resourceType: 'Bundle', type: 'batch-response', entry: responses };
+}
+
+async function transaction(entries: BundleEntry[], req: FhirRequest, env: FhirEnv): Promise<Bundle> {
+  // Local identities: POST entries get their ids now so references between entries resolve.
+  const localIds = new Map<string, string>();
+  const assigned = new Map<number, string>();
+  entries.forEach((e, i) => {
+    if (e.request?.method === 'POST' && e.resource) {
+      const id = crypto.randomUUID();
+      assigned.set(i, id);
+      if (e.fullUrl) localIds.set(e.fullUrl, `${e.resource.resourceType}/${id}`);
+    } else if (e.request?.method === 'PUT' && e.fullUrl && e.resource?.id) {
+      localIds.set(e.fullUrl, `${e.resource.resourceType}/${e.resource.id}`);
+    }
+  });
+  const resolved = entries.map((e) => (e.resource ? { ...e, resource: resolveLocalReferences(e.resource, localIds) } : e));
+  const order = resolved.map((_, i) => i).sort((a, b) => (ORDER[resolved[a].request!.method!] ?? 9) - (ORDER[resolved[b].request!.method!] ?? 9));
+  const responses: BundleEntry[] = new Array(entries.length);
+  await env.repo.withTransaction(async (repo) => {
+    const txEnv = { ...env, repo };
+    for (const i of order) {
+      const entryReq = entryRequest(resolved[i], req, assigned.get(i));
+      try {
+        const r = route(entryReq);
+        if (r.interaction === 'transaction' || r.interaction === 'batch') throw badRequest('Bundles cannot be nested', `Bundle.entry[${i}]`);
+        responses[i] = responseEntry(await handle(entryReq, txEnv, r));
+      } catch (err) {
+        if (err instanceof OperationOutcomeError) {
+          throw new OperationOutcomeError(
+            err.status,
+            err.issues.map((is) => ({ ...is, diagnostics: `Bundle.entry[${i}]: ${is.diagnostics ?? is.code}` })),
+          );
+        }
+        throw err;
+      }
+    }
+  });
+  return { resourceType: 'Bundle', type: 'transaction-response', entry: responses };
+}
+
+function entryRequest(entry: BundleEntry, parent: FhirRequest, assignedId?: string): FhirRequest {
+  const url = new URL(entry.request!.url!, 'http://entry.invalid/');
+  const path = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+  const body = assignedId && entry.resource ? { ...entry.resource, id: assignedId } : entry.resource;
+  return {
+    method: entry.request!.method!,
+    path: assignedId ? [...path, assignedId] : path,
+    query: [...url.searchParams.entries()],
+    body,
+    headers: { ifMatch: entry.request!.ifMatch, ifNoneExist: entry.request!.ifNoneExist },
+    identity: parent.identity,
+    // A POST with a pre-assigned id is stored as a create under that id.
+    ...(assignedId ? { method: 'PUT' } : {}),
+  };
+}
+
+function responseEntry(res: FhirResponse): BundleEntry {
+  return {
+    resource: res.body,
+    response: {
+      status: statusLine(res.status),
+      location: res.headers?.Location,
+      etag: res.headers?.ETag,
+      lastModified: res.body?.meta?.lastUpdated,
+    },
+  };
+}
+
+function statusLine(status: number): string {
+  return `${status} ${http.STATUS_CODES[status] ?? ''}`.trim();
+}
+
+/** Replaces references to entries' fullUrls (`urn:uuid:...`) with their resolved `Type/id`. */
+function resolveLocalReferences<T extends Resource>(resource: T, localIds: Map<string, string>): T {
+  if (localIds.size === 0) return resource;
+  const walk = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(walk);
+    if (node && typeof node === 'object') {
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(node)) {
+        out[k] = k === 'reference' && typeof v === 'string' && localIds.has(v) ? localIds.get(v) : walk(v);
+      }
+      return out;
+    }
+    return node;
+  };
+  return walk(resource) as T;
+}
+
+export const bundleOutcome = (message: string) => outcome([issue('informational', message, undefined, 'information')]);

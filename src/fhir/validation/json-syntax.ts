@@ -1,0 +1,55 @@
+import { isResourceType } from '../medplum';
+import { syntaxError, type Finding } from './finding';
+
+// R4 datatypes.html#id: "Any combination of upper- or lower-case ASCII letters, numerals, '-'
+// and '.', with a length limit of 64 characters."
+const ID = /^[A-Za-z0-9\-.]{1,64}$/;
+
+/**
+ * The checks that decide whether the body is a FHIR resource at all, before any definition is
+ * consulted: a JSON object with a known, concrete `resourceType`.
+ */
+export function checkResourceShape(resource: unknown): Finding[] {
+  if (resource === null || typeof resource !== 'object' || Array.isArray(resource)) {
+    return [syntaxError('$this', 'The body is not a JSON object (R4 json.html: a resource is a JSON object)')];
+  }
+  const type = (resource as { resourceType?: unknown }).resourceType;
+  if (type === undefined) {
+    return [syntaxError('resourceType', 'Missing resourceType (R4 json.html: every resource names its type)')];
+  }
+  if (typeof type !== 'string' || !isResourceType(type)) {
+    return [syntaxError('resourceType', `Unknown resourceType ${JSON.stringify(type)}`)];
+  }
+  return [];
+}
+
+/**
+ * JSON rules medplum's validator lets through: empty strings (R4 json.html: "string property
+ * values can never be empty") and malformed ids, in the resource and every nested resource.
+ */
+export function checkJsonRules(resource: Record<string, unknown>): Finding[] {
+  const findings: Finding[] = [];
+  walk(resource, String(resource.resourceType), findings, true);
+  return findings;
+}
+
+function walk(value: unknown, path: string, findings: Finding[], isResource: boolean): void {
+  if (typeof value === 'string') {
+    if (value === '') findings.push(syntaxError(path, 'Empty string: omit the element instead (R4 json.html)'));
+    return;
+  }
+  if (Array.isArray(value)) {
+    value.forEach((item, i) => walk(item, `${path}[${i}]`, findings, false));
+    return;
+  }
+  if (value === null || typeof value !== 'object') return;
+  const object = value as Record<string, unknown>;
+  const nestedResource = isResource || typeof object.resourceType === 'string';
+  if (nestedResource && object.id !== undefined && (typeof object.id !== 'string' || !ID.test(object.id))) {
+    findings.push(syntaxError(`${path}.id`, `Invalid id ${JSON.stringify(object.id)} (R4 datatypes.html#id)`, 'value'));
+  }
+  for (const [key, child] of Object.entries(object)) {
+    if (key === 'resourceType') continue;
+    walk(child, `${path}.${key}`, findings, false);
+  }
+}

@@ -1,0 +1,107 @@
+import type { AppContext } from '../../context';
+import { InvalidRequest } from '../errors';
+import type { GuardSettings } from '../settings';
+import { softwarePostureVerifier } from './software/verify-software-posture';
+
+/** `client_statement.platform` values (gematik client-statement.yaml). */
+export const PLATFORMS = ['android', 'apple', 'windows', 'linux', 'other'] as const;
+
+export interface ClientStatement {
+  sub: string;
+  platform: string;
+  posture_type: string;
+  posture: Record<string, unknown>;
+  attestation_timestamp: number;
+}
+
+export interface AttestationContext {
+  ctx: AppContext;
+  settings: GuardSettings;
+  clientId: string;
+  /** Thumbprint of the registered client instance key. */
+  clientJkt: string;
+  /** The nonce consumed by this token request. */
+  nonce: string;
+  /** Platform recorded at the client's first attested exchange, if any. */
+  registeredPlatform?: string;
+}
+
+/** What the policy engine and the tokens learn from a verified statement. */
+export interface AttestationResult {
+  postureType: string;
+  platform: string;
+  productId: string;
+  productVersion: string;
+  os: string;
+  osVersion: string;
+  arch: string;
+  attestationTimestamp: number;
+  /** `client_registration_data.attestation_result` of the policy input, keyed by posture type. */
+  result: Record<string, unknown>;
+}
+
+/**
+ * Verifies one posture type (`software` here; `tpm`, `android`, `apple` later, each in its own
+ * folder). Throws a GuardError when the posture does not prove what it claims.
+ */
+export interface PostureVerifier {
+  postureType: string;
+  verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult>;
+}
+
+export function defaultPostureVerifiers(): Map<string, PostureVerifier> {
+  return new Map([[softwarePostureVerifier.postureType, softwarePostureVerifier]]);
+}
+
+/**
+ * The client statement of a token exchange (seed 000 2.4): structure, binding to the client and
+ * freshness here, the posture by the verifier for its `posture_type`. All failures are 400
+ * `invalid_request` (ZETA UC06: empty statement, changed platform, wrong challenge, junk quote).
+ */
+export async function verifyClientStatement(
+  raw: unknown,
+  actx: AttestationContext,
+  verifiers: ReadonlyMap<string, PostureVerifier>,
+): Promise<AttestationResult> {
+  const statement = statementHasAllMembers(raw);
+  subIsTheClient(statement, actx);
+  platformIsKnown(statement);
+  platformMatchesFirstAttestation(statement, actx);
+  timestampIsFresh(statement, actx);
+  const verifier = verifiers.get(statement.posture_type);
+  if (!verifier) throw new InvalidRequest('client_statement posture_type is not supported by this server');
+  return verifier.verify(statement, actx);
+}
+
+function statementHasAllMembers(raw: unknown): ClientStatement {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new InvalidRequest('the client assertion must carry a client_statement object');
+  const s = raw as Record<string, unknown>;
+  for (const m of ['sub', 'platform', 'posture_type'] as const) {
+    if (typeof s[m] !== 'string' || s[m] === '') throw new InvalidRequest(`client_statement.${m} must be a non-empty string`);
+  }
+  if (typeof s.posture !== 'object' || s.posture === null || Array.isArray(s.posture)) throw new InvalidRequest('client_statement.posture must be an object');
+  if (typeof s.attestation_timestamp !== 'number' || !Number.isInteger(s.attestation_timestamp)) {
+    throw new InvalidRequest('client_statement.attestation_timestamp must be an integer');
+  }
+  return s as unknown as ClientStatement;
+}
+
+function subIsTheClient(s: ClientStatement, actx: AttestationContext): void {
+  if (s.sub !== actx.clientId) throw new InvalidRequest('client_statement.sub must be the client_id');
+}
+
+function platformIsKnown(s: ClientStatement): void {
+  if (!(PLATFORMS as readonly string[]).includes(s.platform)) throw new InvalidRequest(`client_statement.platform must be one of ${PLATFORMS.join(', ')}`);
+}
+
+function platformMatchesFirstAttestation(s: ClientStatement, actx: AttestationContext): void {
+  if (actx.registeredPlatform && actx.registeredPlatform !== s.platform) {
+    throw new InvalidRequest('client_statement.platform differs from the platform this client attested before');
+  }
+}
+
+function timestampIsFresh(s: ClientStatement, actx: AttestationContext): void {
+  const now = Math.floor(actx.ctx.now().getTime() / 1000);
+  if (s.attestation_timestamp > now + actx.settings.clockSkewSec) throw new InvalidRequest('client_statement.attestation_timestamp is in the future');
+  if (s.attestation_timestamp < now - actx.settings.attestationMaxAgeSec) throw new InvalidRequest('client_statement.attestation_timestamp is stale');
+}

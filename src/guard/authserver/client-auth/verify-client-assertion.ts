@@ -1,0 +1,143 @@
+import { compactVerify, decodeJwt, decodeProtectedHeader, importJWK, type JWTPayload } from 'jose';
+import type { AppContext } from '../../../context';
+import { InvalidClient, InvalidRequest } from '../../errors';
+import type { GuardSettings } from '../../settings';
+import { consumeOnce } from '../../state/replay-cache';
+import { findClient, type ClientRecord } from '../clients/client-store';
+import { CLIENT_ASSERTION_TYPE_JWT } from '../grant-types';
+
+/** The one signature algorithm for client assertions (seed 000 section 5, FAPI 2.0: no RS256, no HS256). */
+export const CLIENT_ASSERTION_ALGS = ['ES256'] as const;
+
+export interface ClientAssertionInput {
+  params: Map<string, string>;
+  /** The request's Authorization header: a second authentication mechanism is refused. */
+  authorization?: string;
+  /** Accepted `aud` values: the issuer and the token endpoint URL, each as a single string. */
+  audiences: string[];
+}
+
+export interface AuthenticatedClient {
+  client: ClientRecord;
+  claims: JWTPayload & { client_statement?: unknown };
+}
+
+/**
+ * private_key_jwt client authentication (RFC 7521 §4.2, RFC 7523 §3, seed 000 2.4), the steps of
+ * reference/security.md section 2 in order. Malformed requests are 400 `invalid_request`; every
+ * failure to authenticate is 401 `invalid_client` and never echoes the input.
+ */
+export async function verifyClientAssertion(ctx: AppContext, settings: GuardSettings, input: ClientAssertionInput): Promise<AuthenticatedClient> {
+  const { params } = input;
+  onlyOneAuthenticationMechanism(input); // #21
+  const assertion = assertionTypeIsJwtBearer(params); // #1-#3
+  const { header, claims } = assertionIsWellFormed(assertion); // #4
+  algIsAllowed(header); // #18, #19
+  typIsJwtWhenPresent(header);
+  const clientId = issAndSubNameTheClient(claims); // #5, #6
+  bodyClientIdMatches(params, clientId); // #7
+  const client = await clientIsRegistered(ctx, settings, clientId);
+  await signatureVerifiesWithRegisteredKey(assertion, client); // #20
+  audienceIsThisServer(claims, input.audiences); // #8-#11
+  const now = Math.floor(ctx.now().getTime() / 1000);
+  expiryIsPresentAndNear(claims, now, settings); // #12, #13
+  notIssuedInTheFuture(claims, now, settings); // #14, #15
+  await jtiIsFresh(ctx, claims, clientId, settings); // #16, #17
+  return { client, claims };
+}
+
+function onlyOneAuthenticationMechanism(input: ClientAssertionInput): void {
+  if (input.authorization && !/^dpop\s/i.test(input.authorization)) {
+    throw new InvalidRequest('client authentication must only be provided using one mechanism');
+  }
+  if (input.params.has('client_secret')) throw new InvalidRequest('client authentication must only be provided using one mechanism');
+}
+
+function assertionTypeIsJwtBearer(params: Map<string, string>): string {
+  const type = params.get('client_assertion_type');
+  const assertion = params.get('client_assertion');
+  if (type === undefined && assertion === undefined) throw new InvalidClient('client authentication is required (private_key_jwt)');
+  if (type === undefined) throw new InvalidRequest('client_assertion_type must be provided');
+  if (type !== CLIENT_ASSERTION_TYPE_JWT) throw new InvalidRequest(`client_assertion_type must be ${CLIENT_ASSERTION_TYPE_JWT}`);
+  if (!assertion) throw new InvalidRequest('client_assertion must be provided');
+  return assertion;
+}
+
+function assertionIsWellFormed(assertion: string): { header: Record<string, unknown>; claims: JWTPayload & { client_statement?: unknown } } {
+  try {
+    const header = decodeProtectedHeader(assertion) as Record<string, unknown>;
+    const claims = decodeJwt(assertion);
+    if (assertion.split('.').length !== 3) throw new Error();
+    return { header, claims };
+  } catch {
+    throw new InvalidRequest('invalid client_assertion format');
+  }
+}
+
+function algIsAllowed(header: Record<string, unknown>): void {
+  if (typeof header.alg !== 'string' || !(CLIENT_ASSERTION_ALGS as readonly string[]).includes(header.alg)) {
+    throw new InvalidClient('client assertion must be signed with ES256');
+  }
+}
+
+function typIsJwtWhenPresent(header: Record<string, unknown>): void {
+  // A DPoP proof or another typed JWT must not double as a client assertion.
+  if (header.typ !== undefined && header.typ !== 'JWT') throw new InvalidClient('client assertion typ must be JWT');
+}
+
+function issAndSubNameTheClient(claims: JWTPayload): string {
+  if (typeof claims.sub !== 'string' || claims.sub.length === 0) throw new InvalidClient('client assertion sub must be provided');
+  if (claims.iss !== claims.sub) throw new InvalidClient('client assertion iss must equal sub (the client_id)');
+  return claims.sub;
+}
+
+function bodyClientIdMatches(params: Map<string, string>, clientId: string): void {
+  const bodyClientId = params.get('client_id');
+  if (bodyClientId !== undefined && bodyClientId !== clientId) throw new InvalidRequest('client_id does not match the client assertion');
+}
+
+async function clientIsRegistered(ctx: AppContext, settings: GuardSettings, clientId: string): Promise<ClientRecord> {
+  const client = await findClient(ctx, clientId, settings.pendingClientTtlSec);
+  if (!client) throw new InvalidClient('unknown client');
+  return client;
+}
+
+async function signatureVerifiesWithRegisteredKey(assertion: string, client: ClientRecord): Promise<void> {
+  try {
+    const key = await importJWK(client.jwks.keys[0], 'ES256');
+    // Claims are checked by the named steps below, with our clock: only the signature here.
+    await compactVerify(assertion, key, { algorithms: [...CLIENT_ASSERTION_ALGS] });
+  } catch {
+    throw new InvalidClient('client assertion signature does not verify with the registered key');
+  }
+}
+
+function audienceIsThisServer(claims: JWTPayload, audiences: string[]): void {
+  // draft-ietf-oauth-rfc7523bis: a single string, never an array (audience injection).
+  if (typeof claims.aud !== 'string' || !audiences.includes(claims.aud)) {
+    throw new InvalidClient('client assertion aud must be the issuer or the token endpoint, as a single string');
+  }
+}
+
+function expiryIsPresentAndNear(claims: JWTPayload, now: number, settings: GuardSettings): void {
+  if (typeof claims.exp !== 'number') throw new InvalidClient('client assertion expiration must be specified');
+  if (claims.exp <= now - settings.clockSkewSec) throw new InvalidClient('client assertion has expired');
+  if (claims.exp > now + settings.assertionMaxLifetimeSec + settings.clockSkewSec) throw new InvalidClient('client assertion lives too long');
+}
+
+function notIssuedInTheFuture(claims: JWTPayload, now: number, settings: GuardSettings): void {
+  for (const name of ['iat', 'nbf'] as const) {
+    const v = claims[name];
+    if (v === undefined) continue;
+    if (typeof v !== 'number') throw new InvalidClient(`client assertion ${name} must be a number`);
+    if (v > now + settings.clockSkewSec) throw new InvalidClient(`client assertion ${name} is in the future`);
+  }
+}
+
+async function jtiIsFresh(ctx: AppContext, claims: JWTPayload, clientId: string, settings: GuardSettings): Promise<void> {
+  if (typeof claims.jti !== 'string' || claims.jti.length === 0 || claims.jti.length > 256) throw new InvalidClient('client assertion must carry a unique jti');
+  const until = new Date(((claims.exp as number) + settings.clockSkewSec) * 1000);
+  if (!(await consumeOnce(ctx, 'client_assertion', `${clientId}:${claims.jti}`, until))) {
+    throw new InvalidClient('client assertion tokens must only be used once');
+  }
+}

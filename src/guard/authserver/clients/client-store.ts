@@ -1,0 +1,93 @@
+import type { JWK } from 'jose';
+import type { AppContext } from '../../../context';
+import { sqlState, SqlState } from '../../../store/db';
+import { Conflict } from '../../errors';
+
+export type ClientStatus = 'pending_attestation' | 'active' | 'pending_user_binding';
+
+/** Client registration record (seed 000 2.1) plus what the AS keeps about it. */
+export interface ClientRecord {
+  clientId: string;
+  jkt: string;
+  jwks: { keys: JWK[] };
+  clientName?: string;
+  grantTypes: string[];
+  redirectUris?: string[];
+  attestationType: string;
+  status: ClientStatus;
+  platform?: string;
+  issuedAt: Date;
+  lastAttestedAt?: Date;
+}
+
+interface Row {
+  client_id: string;
+  jkt: string;
+  jwks: { keys: JWK[] };
+  client_name: string | null;
+  grant_types: string[];
+  redirect_uris: string[] | null;
+  attestation_type: string;
+  status: ClientStatus;
+  platform: string | null;
+  issued_at: Date;
+  last_attested_at: Date | null;
+}
+
+/** Inserts the client; 409 `conflict` when its key (thumbprint) is registered already (seed 4.4). */
+export async function insertClient(ctx: AppContext, c: ClientRecord): Promise<void> {
+  try {
+    await ctx.db.query(
+      `INSERT INTO guard_client (client_id, jkt, jwks, client_name, grant_types, redirect_uris, attestation_type, status, issued_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+      [c.clientId, c.jkt, JSON.stringify(c.jwks), c.clientName ?? null, c.grantTypes, c.redirectUris ?? null, c.attestationType, c.status, c.issuedAt],
+    );
+  } catch (err) {
+    if (sqlState(err) === SqlState.uniqueViolation) throw new Conflict('a client with this client instance key is already registered');
+    throw err;
+  }
+}
+
+/** The client, unless it is a pending registration older than `pendingTtlSec` (those expire unused). */
+export async function findClient(ctx: AppContext, clientId: string, pendingTtlSec: number): Promise<ClientRecord | undefined> {
+  // client_ids are UUIDs we issued; anything else cannot be one (and never reaches SQL).
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(clientId)) return undefined;
+  const r = await ctx.db.query<Row>('SELECT * FROM guard_client WHERE client_id = $1', [clientId]);
+  const row = r.rows[0];
+  if (!row) return undefined;
+  const client = fromRow(row);
+  if (client.status === 'pending_attestation' && ctx.now().getTime() - client.issuedAt.getTime() > pendingTtlSec * 1000) return undefined;
+  return client;
+}
+
+/** Removes pending registrations that were never used (issue 5 point 4). */
+export async function deleteExpiredPendingClients(ctx: AppContext, pendingTtlSec: number): Promise<number> {
+  const r = await ctx.db.query("DELETE FROM guard_client WHERE status = 'pending_attestation' AND issued_at < $1", [
+    new Date(ctx.now().getTime() - pendingTtlSec * 1000),
+  ]);
+  return r.rowCount;
+}
+
+/** pending_attestation -> active after the first successful attested exchange (seed section 3). */
+export async function recordAttestation(ctx: AppContext, clientId: string, platform: string): Promise<void> {
+  await ctx.db.query(
+    `UPDATE guard_client SET status = 'active', platform = COALESCE(platform, $2), last_attested_at = $3 WHERE client_id = $1`,
+    [clientId, platform, ctx.now()],
+  );
+}
+
+function fromRow(row: Row): ClientRecord {
+  return {
+    clientId: row.client_id,
+    jkt: row.jkt,
+    jwks: row.jwks,
+    clientName: row.client_name ?? undefined,
+    grantTypes: row.grant_types,
+    redirectUris: row.redirect_uris ?? undefined,
+    attestationType: row.attestation_type,
+    status: row.status,
+    platform: row.platform ?? undefined,
+    issuedAt: new Date(row.issued_at),
+    lastAttestedAt: row.last_attested_at ? new Date(row.last_attested_at) : undefined,
+  };
+}

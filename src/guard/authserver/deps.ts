@@ -1,0 +1,21 @@
+import type crypto from 'node:crypto';
+import type { AppContext } from '../../context';
+import type { PostureVerifier } from '../attestation';
+import type { SigningKeys } from '../keys/signing-keys';
+import type { PolicyData, PolicyEngine } from '../policy';
+import type { endpoints, GuardSettings } from '../settings';
+import type { RegistrationVerifier } from './registration/register-client';
+
+/** What the AS's use cases are built from; guard/index.ts composes it once per app. */
+export interface GuardDeps {
+  ctx: AppContext;
+  settings: GuardSettings;
+  urls: ReturnType<typeof endpoints>;
+  keys: SigningKeys;
+  policy: PolicyEngine;
+  policyData: PolicyData;
+  /** Card CA certificates (CARD_TRUST_ANCHORS or the dev PKI), loaded on first use. */
+  anchors: () => crypto.X509Certificate[];
+  postureVerifiers: ReadonlyMap<string, PostureVerifier>;
+  registrationVerifiers: ReadonlyMap<string, RegistrationVerifier>;
+}

@@ -1,0 +1,51 @@
+import { DPOP_ALGS } from '../dpop/verify-dpop-proof';
+import { allowedScopes, type PolicyData } from '../policy';
+import type { endpoints, GuardSettings } from '../settings';
+import { versionEntries, type ApiVersion } from '../versions';
+import { CLIENT_ASSERTION_ALGS } from './client-auth/verify-client-assertion';
+import { SUPPORTED_GRANT_TYPES } from './grant-types';
+import { SUBJECT_TOKEN_ALGS } from './subject-token/verify-subject-token';
+
+/** RFC 8414 authorization-server metadata (seed 000 2.3 and CONTRACT 3). */
+export function authorizationServerMetadata(settings: GuardSettings, urls: ReturnType<typeof endpoints>, data: PolicyData, versions: ApiVersion[]) {
+  return {
+    issuer: settings.issuer,
+    token_endpoint: urls.token,
+    nonce_endpoint: urls.nonce,
+    registration_endpoint: urls.register,
+    revocation_endpoint: urls.revoke,
+    jwks_uri: urls.jwks,
+    scopes_supported: allowedScopes(data, true),
+    // No authorization endpoint: software clients use token exchange only.
+    response_types_supported: ['token'],
+    grant_types_supported: [...SUPPORTED_GRANT_TYPES],
+    token_endpoint_auth_methods_supported: ['private_key_jwt'],
+    token_endpoint_auth_signing_alg_values_supported: [...CLIENT_ASSERTION_ALGS],
+    revocation_endpoint_auth_methods_supported: ['private_key_jwt'],
+    revocation_endpoint_auth_signing_alg_values_supported: [...CLIENT_ASSERTION_ALGS],
+    dpop_signing_alg_values_supported: [...DPOP_ALGS],
+    code_challenge_methods_supported: ['S256'],
+    subject_token_signing_alg_values_supported: [...SUBJECT_TOKEN_ALGS],
+    attestation_types_supported: ['software'],
+    api_versions_supported: versionEntries(versions, settings.issuer),
+  };
+}
+
+/** RFC 9728 protected-resource metadata for the FHIR base (CONTRACT 3). */
+export function protectedResourceMetadata(settings: GuardSettings, urls: ReturnType<typeof endpoints>, data: PolicyData, versions: ApiVersion[]) {
+  return {
+    resource: settings.resource,
+    authorization_servers: [settings.issuer],
+    jwks_uri: urls.jwks,
+    scopes_supported: allowedScopes(data, true),
+    bearer_methods_supported: ['header'],
+    resource_signing_alg_values_supported: ['ES256'],
+    resource_name: 'Terminus FHIR appointment repository',
+    resource_documentation: `${settings.resource}/metadata`,
+    tls_client_certificate_bound_access_tokens: false,
+    dpop_signing_alg_values_supported: [...DPOP_ALGS],
+    dpop_bound_access_tokens_required: true,
+    svc_asl_use: 'not_supported',
+    api_versions_supported: versionEntries(versions, settings.issuer),
+  };
+}

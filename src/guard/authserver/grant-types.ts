@@ -1,0 +1,7 @@
+export const GRANT_TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+export const GRANT_REFRESH_TOKEN = 'refresh_token';
+export const CLIENT_ASSERTION_TYPE_JWT = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+export const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
+export const TOKEN_TYPE_ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
+/** Grant types a software client may register (seed 2.1; authorization_code is the mobile flow, not served). */
+export const SUPPORTED_GRANT_TYPES = [GRANT_TOKEN_EXCHANGE, GRANT_REFRESH_TOKEN] as const;

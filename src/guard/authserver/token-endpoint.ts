@@ -1,0 +1,95 @@
+import { checkDpopReplay, verifyDpopProof, type VerifiedDpopProof } from '../dpop/verify-dpop-proof';
+import { InvalidRequest, RateLimitExceeded, UnsupportedGrantType, UseDpopNonce } from '../errors';
+import { parseForm } from '../http/form';
+import { consumeNonce, issueNonce } from '../state/nonce-store';
+import { hitRateLimit } from '../state/rate-limit';
+import { verifyClientAssertion, type AuthenticatedClient } from './client-auth/verify-client-assertion';
+import type { GuardDeps } from './deps';
+import { GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from './grant-types';
+import { refreshGrant } from './grants/refresh-token';
+import { tokenExchange } from './grants/token-exchange';
+import type { TokenResponse } from './tokens/token-response';
+
+/** The parts of an HTTP request the token and revocation endpoints look at (no Express in here). */
+export interface EndpointRequest {
+  isForm: boolean;
+  body: string;
+  dpop: string[] | undefined;
+  authorization?: string;
+  ip: string;
+}
+
+/**
+ * POST /token (seed 000 4.6, issue 5 point 5): form parameters, then the DPoP proof (with a fresh
+ * nonce for token exchange), then client authentication, then the grant.
+ */
+export async function tokenEndpoint(deps: GuardDeps, req: EndpointRequest): Promise<TokenResponse> {
+  const params = formParameters(req);
+  const grantType = grantTypeIsSupported(params);
+  const proof = await dpopProofIsValid(deps, req, deps.urls.token);
+  const nonce = await dpopNonceIsFresh(deps, proof, grantType === GRANT_TOKEN_EXCHANGE);
+  const auth = await authenticateClient(deps, params, req);
+  if (grantType === GRANT_TOKEN_EXCHANGE) return tokenExchange(deps, { params, proof, nonce: nonce!, auth, ip: req.ip });
+  return refreshGrant(deps, { params, proof, auth, ip: req.ip });
+}
+
+export function formParameters(req: EndpointRequest): Map<string, string> {
+  if (!req.isForm) throw new InvalidRequest('the request must be application/x-www-form-urlencoded');
+  return parseForm(req.body);
+}
+
+function grantTypeIsSupported(params: Map<string, string>): string {
+  const grantType = params.get('grant_type');
+  if (!grantType) throw new InvalidRequest('grant_type is required');
+  if (grantType !== GRANT_TOKEN_EXCHANGE && grantType !== GRANT_REFRESH_TOKEN) throw new UnsupportedGrantType('grant_type is not supported');
+  return grantType;
+}
+
+/** RFC 9449 §4.3 on the token endpoint: 400 `invalid_dpop_proof` (§5), jti replay-checked. */
+export async function dpopProofIsValid(deps: GuardDeps, req: EndpointRequest, url: string): Promise<VerifiedDpopProof> {
+  const proof = await verifyDpopProof({
+    headerValues: req.dpop,
+    method: 'POST',
+    url,
+    now: deps.ctx.now(),
+    maxAgeSec: deps.settings.dpopMaxAgeSec,
+    skewSec: deps.settings.clockSkewSec,
+  });
+  await checkDpopReplay(deps.ctx, proof, deps.settings.dpopMaxAgeSec);
+  return proof;
+}
+
+/**
+ * RFC 9449 §8: the proof's `nonce` must be a fresh value from GET /nonce, consumed here (single
+ * use across replicas). Missing or stale: 400 `use_dpop_nonce` with a new nonce in `DPoP-Nonce`.
+ * Refresh proofs may omit it (ZETA refresh flow), but one that is sent must be valid.
+ */
+async function dpopNonceIsFresh(deps: GuardDeps, proof: VerifiedDpopProof, required: boolean): Promise<string | undefined> {
+  if (proof.nonce === undefined && !required) return undefined;
+  if (proof.nonce !== undefined && (await consumeNonce(deps.ctx, proof.nonce))) return proof.nonce;
+  const fresh = await issueNonce(deps.ctx, deps.settings.nonceTtlSec);
+  throw new UseDpopNonce(proof.nonce === undefined ? 'the DPoP proof must carry a nonce from the nonce endpoint' : 'the DPoP proof nonce is unknown, used or expired', {
+    headers: { 'DPoP-Nonce': fresh.nonce },
+  });
+}
+
+/** private_key_jwt, then the per-client rate limit (issue 5 point 10). */
+export async function authenticateClient(deps: GuardDeps, params: Map<string, string>, req: EndpointRequest): Promise<AuthenticatedClient> {
+  const auth = await verifyClientAssertion(deps.ctx, deps.settings, {
+    params,
+    authorization: req.authorization,
+    audiences: [deps.settings.issuer, deps.urls.token],
+  });
+  const limit = await hitRateLimit(deps.ctx, `client:${auth.client.clientId}`, deps.settings.rateLimit.perClient);
+  if (!limit.allowed) {
+    throw new RateLimitExceeded('too many requests for this client', {
+      headers: {
+        'Retry-After': String(limit.retryAfter),
+        'x-rate-limit-limit': String(limit.limit),
+        'x-rate-limit-remaining': '0',
+        'x-rate-limit-reset': String(limit.resetAt),
+      },
+    });
+  }
+  return auth;
+}

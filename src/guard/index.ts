@@ -1,0 +1,159 @@
+import express, { Router, type Request, type Response } from 'express';
+import type { AppContext } from '../context';
+import { defaultPostureVerifiers, type PostureVerifier } from './attestation';
+import { authorizationServerMetadata, protectedResourceMetadata } from './authserver/discovery';
+import type { GuardDeps } from './authserver/deps';
+import { registerClient, type RegistrationVerifier } from './authserver/registration/register-client';
+import { revokeEndpoint } from './authserver/revoke';
+import { tokenEndpoint, type EndpointRequest } from './authserver/token-endpoint';
+import { ERROR_REGISTRY, InvalidRequest, RateLimitExceeded } from './errors';
+import { clientIp, guardErrorHandler, handle, sendCachedJson, sendGuardError } from './http/respond';
+import { SigningKeys } from './keys/signing-keys';
+import { loadCardTrustAnchors } from './pki/card-trust';
+import { createPolicyEngine, loadPolicyData, type PolicyEngine } from './policy';
+import { endpoints, guardSettings, type GuardSettings } from './settings';
+import { issueNonce } from './state/nonce-store';
+import { hitRateLimit } from './state/rate-limit';
+import { versionEntries, versionGate, type ApiVersion } from './versions';
+
+/** Exact SemVer of the guard API served by this instance (seed 000 section 9). */
+export const API_VERSION = '1.0.0';
+
+/** Majors this instance knows; a deprecated one gets a Warning header, a shut-down one 410. */
+export const API_VERSIONS: ApiVersion[] = [{ major: 1, version: API_VERSION, status: 'stable' }];
+
+export interface GuardOptions {
+  settings?: Partial<GuardSettings>;
+  policyEngine?: PolicyEngine;
+  versions?: ApiVersion[];
+  postureVerifiers?: Map<string, PostureVerifier>;
+  registrationVerifiers?: Map<string, RegistrationVerifier>;
+}
+
+/** Discovery documents and the authorization server under /svc/v1 (issue 5). */
+export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router {
+  const deps = composeGuard(ctx, options);
+  const { settings } = deps;
+  const versions = options.versions ?? API_VERSIONS;
+  const asMetadata = authorizationServerMetadata(settings, deps.urls, deps.policyData, versions);
+  const prMetadata = protectedResourceMetadata(settings, deps.urls, deps.policyData, versions);
+  const router = Router();
+  const limited = (name: string) => rateLimitPerIp(deps, name);
+
+  router.get('/.well-known/oauth-authorization-server', limited('discovery'), (req, res) => {
+    sendCachedJson(req, res, asMetadata, settings.discoveryMaxAgeSec);
+  });
+  router.get(['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/fhir'], limited('discovery'), (req, res) => {
+    sendCachedJson(req, res, prMetadata, settings.discoveryMaxAgeSec);
+  });
+
+  const v = Router({ mergeParams: true });
+  router.use('/svc/v:major', versionGate(versions), v);
+  v.get('/', (_req, res) => {
+    res.json({ api_versions_supported: versionEntries(versions, settings.issuer), ...deps.urls });
+  });
+  v.get('/errors', (req, res) => {
+    sendCachedJson(req, res, { errors: ERROR_REGISTRY }, settings.discoveryMaxAgeSec);
+  });
+  v.get(
+    '/jwks',
+    limited('discovery'),
+    handle(async (req, res) => sendCachedJson(req, res, await deps.keys.jwks(), settings.jwksMaxAgeSec)),
+  );
+  v.get(
+    '/nonce',
+    limited('nonce'),
+    handle(async (_req, res) => {
+      const n = await issueNonce(ctx, settings.nonceTtlSec);
+      res.setHeader('Cache-Control', 'no-store');
+      res.json({ nonce: n.nonce, expires_in: n.expiresIn });
+    }),
+  );
+  v.post(
+    '/register',
+    limited('register'),
+    express.json({ limit: '64kb', type: () => true, strict: false }),
+    handle(async (req, res) => {
+      if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
+      const record = await registerClient(ctx, settings, req.body, deps.registrationVerifiers);
+      res.setHeader('Cache-Control', 'no-store');
+      res.status(201).json(record);
+    }),
+  );
+  v.post(
+    '/token',
+    limited('token'),
+    express.text({ limit: '64kb', type: () => true }),
+    handle(async (req, res) => {
+      const tokens = await tokenEndpoint(deps, endpointRequest(req));
+      res.setHeader('Cache-Control', 'no-store');
+      res.json(tokens);
+    }),
+  );
+  v.post(
+    '/revoke',
+    limited('revoke'),
+    express.text({ limit: '64kb', type: () => true }),
+    handle(async (req, res) => {
+      await revokeEndpoint(deps, endpointRequest(req));
+      res.setHeader('Cache-Control', 'no-store');
+      res.status(200).end();
+    }),
+  );
+  v.all(['/nonce', '/register', '/token', '/revoke', '/jwks'], (_req, res) => {
+    res.setHeader('Allow', _req.path === '/nonce' || _req.path === '/jwks' ? 'GET' : 'POST');
+    sendGuardError(res, settings.issuer, new InvalidRequest('method not allowed', { status: 405 }));
+  });
+  router.use(guardErrorHandler(settings.issuer));
+  return router;
+}
+
+/** Builds the AS's dependencies once per app. */
+export function composeGuard(ctx: AppContext, options: GuardOptions = {}): GuardDeps {
+  const settings = guardSettings(ctx.config, options.settings);
+  const policyData = loadPolicyData(ctx.config.policyFile);
+  // At start: a bad CARD_TRUST_ANCHORS stops the process, and the dev-PKI warning is logged once.
+  const anchors = loadCardTrustAnchors(ctx);
+  return {
+    ctx,
+    settings,
+    urls: endpoints(settings.issuer),
+    keys: new SigningKeys(ctx, settings),
+    policyData,
+    policy: options.policyEngine ?? createPolicyEngine(ctx.config, policyData, settings.policyTimeoutMs),
+    anchors: () => anchors,
+    postureVerifiers: options.postureVerifiers ?? defaultPostureVerifiers(),
+    registrationVerifiers: options.registrationVerifiers ?? new Map(),
+  };
+}
+
+function endpointRequest(req: Request): EndpointRequest {
+  return {
+    isForm: req.is('application/x-www-form-urlencoded') === 'application/x-www-form-urlencoded',
+    body: typeof req.body === 'string' ? req.body : '',
+    dpop: req.headersDistinct.dpop,
+    authorization: req.headers.authorization,
+    ip: clientIp(req),
+  };
+}
+
+/**
+ * Per-IP, per-endpoint limit (issue 5 point 10) with `x-rate-limit-*` on every response; 429
+ * `rate_limit_exceeded` with Retry-After (seed 000 section 8).
+ */
+function rateLimitPerIp(deps: GuardDeps, name: string) {
+  return (req: Request, res: Response, next: (err?: unknown) => void) => {
+    hitRateLimit(deps.ctx, `${name}:ip:${clientIp(req)}`, deps.settings.rateLimit.perIp).then((r) => {
+      res.setHeader('x-rate-limit-limit', String(r.limit));
+      res.setHeader('x-rate-limit-remaining', String(r.remaining));
+      res.setHeader('x-rate-limit-reset', String(r.resetAt));
+      if (r.allowed) return next();
+      res.setHeader('Retry-After', String(r.retryAfter));
+      next(new RateLimitExceeded('too many requests from this address'));
+    }, (err: unknown) => {
+      // Fail open: an unreachable counter store must not take the guard down with it.
+      deps.ctx.logger.warn({ err }, 'guard: rate-limit counter unavailable, request admitted');
+      next();
+    });
+  };
+}

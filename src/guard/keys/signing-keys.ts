@@ -1,0 +1,98 @@
+import crypto from 'node:crypto';
+import { calculateJwkThumbprint, exportJWK, type JWK } from 'jose';
+import type { AppContext } from '../../context';
+import type { GuardSettings } from '../settings';
+import { keyEncryptionFor, type KeyEncryption } from './key-encryption';
+
+export interface SigningKey {
+  kid: string;
+  privateKey: crypto.KeyObject;
+}
+
+interface KeyRow {
+  kid: string;
+  public_jwk: JWK;
+  private_enc: string;
+  kek_id: string;
+  retire_at: Date;
+  unpublish_at: Date;
+}
+
+/**
+ * The AS's ES256 signing keys (issue 5 point 1): generated on first use, private part sealed in the
+ * store, public part published at jwks_uri. A key signs for `signingKeyRotationSec`, then a new
+ * one is made; retired keys stay published until every token they signed has expired.
+ */
+export class SigningKeys {
+  private current?: { key: SigningKey; retireAt: number };
+  private published?: { jwks: { keys: JWK[] }; at: number };
+  private readonly kek: KeyEncryption;
+
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly settings: GuardSettings,
+  ) {
+    this.kek = keyEncryptionFor(ctx);
+  }
+
+  /** The key to sign with now. */
+  async signingKey(): Promise<SigningKey> {
+    const now = this.ctx.now();
+    if (this.current && this.current.retireAt > now.getTime()) return this.current.key;
+    const r = await this.ctx.db.query<KeyRow>(
+      'SELECT * FROM guard_signing_key WHERE kek_id = $1 AND retire_at > $2 ORDER BY created_at DESC LIMIT 1',
+      [this.kek.id, now],
+    );
+    const row = r.rows[0] ?? (await this.generate(now));
+    const privateKey = crypto.createPrivateKey({ key: this.kek.open(row.private_enc), format: 'der', type: 'pkcs8' });
+    const fresh = this.current?.key.kid !== row.kid;
+    this.current = { key: { kid: row.kid, privateKey }, retireAt: new Date(row.retire_at).getTime() };
+    if (fresh) this.published = undefined;
+    return this.current.key;
+  }
+
+  /** Every key whose tokens may still be valid (jwks_uri). */
+  async jwks(): Promise<{ keys: JWK[] }> {
+    const now = this.ctx.now();
+    if (this.published && now.getTime() - this.published.at < 10_000) return this.published.jwks;
+    // A key exists from the first request on, so clients and the PEP can fetch it before any token.
+    await this.signingKey();
+    const r = await this.ctx.db.query<KeyRow>('SELECT kid, public_jwk FROM guard_signing_key WHERE unpublish_at > $1 ORDER BY created_at DESC', [now]);
+    const jwks = { keys: r.rows.map((row) => ({ ...row.public_jwk, kid: row.kid, use: 'sig', alg: 'ES256' })) };
+    this.published = { jwks, at: now.getTime() };
+    return jwks;
+  }
+
+  /** The published public key with this kid, re-reading the store once for a kid not seen yet. */
+  async publicKey(kid: string): Promise<JWK | undefined> {
+    const find = (j: { keys: JWK[] }) => j.keys.find((k) => k.kid === kid);
+    const hit = find(await this.jwks());
+    if (hit) return hit;
+    this.published = undefined;
+    return find(await this.jwks());
+  }
+
+  private async generate(now: Date): Promise<KeyRow> {
+    const { privateKey, publicKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const publicJwk = await exportJWK(publicKey);
+    const kid = await calculateJwkThumbprint(publicJwk);
+    const retireAt = new Date(now.getTime() + this.settings.signingKeyRotationSec * 1000);
+    // Published until the last token it signed has expired (AT and RT lifetimes are capped by the policy).
+    const unpublishAt = new Date(retireAt.getTime() + this.settings.refreshTokenTtlSec * 1000);
+    const row: KeyRow = {
+      kid,
+      public_jwk: publicJwk,
+      private_enc: this.kek.seal(privateKey.export({ format: 'der', type: 'pkcs8' })),
+      kek_id: this.kek.id,
+      retire_at: retireAt,
+      unpublish_at: unpublishAt,
+    };
+    await this.ctx.db.query(
+      `INSERT INTO guard_signing_key (kid, public_jwk, private_enc, kek_id, created_at, retire_at, unpublish_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kid) DO NOTHING`,
+      [row.kid, JSON.stringify(row.public_jwk), row.private_enc, row.kek_id, now, row.retire_at, row.unpublish_at],
+    );
+    this.ctx.logger.info({ kid }, 'guard: generated a new signing key');
+    return row;
+  }
+}

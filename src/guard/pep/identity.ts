@@ -1,0 +1,22 @@
+import crypto from 'node:crypto';
+import type { RequestIdentity } from '../../fhir/request';
+import type { AccessTokenPayload } from '../authserver/tokens/access-token';
+
+/** The verified caller as the FHIR layer sees it (`res.locals.identity`, issue 6 point 3). */
+export function requestIdentity(token: AccessTokenPayload, repositoryOwners: readonly string[]): RequestIdentity {
+  return {
+    institution: token.sub,
+    professionOid: token.profession_oid,
+    clientId: token.client_id,
+    scopes: token.scope.split(' ').filter(Boolean),
+    isOwner: repositoryOwners.includes(token.sub),
+  };
+}
+
+/**
+ * What the access log may carry of a client (issue 6 point 7, ZETA Telemetrie check 54): a
+ * one-way hash, stable across replicas so a client's requests can still be correlated.
+ */
+export function logHash(value: string): string {
+  return crypto.createHash('sha256').update(`terminus-log:${value}`).digest('base64url').slice(0, 16);
+}

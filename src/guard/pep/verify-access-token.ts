@@ -1,0 +1,144 @@
+import type crypto from 'node:crypto';
+import { compactVerify, importJWK } from 'jose';
+import type { AccessTokenPayload } from '../authserver/tokens/access-token';
+import { InvalidToken } from '../errors';
+import type { SigningKeys } from '../keys/signing-keys';
+import type { PepSettings } from './settings';
+
+type Header = Record<string, unknown>;
+type Claims = Record<string, unknown>;
+
+/**
+ * Access tokens at the resource (issue 6 point 1; ngx-pep `pep.rs` step 2): issued by our AS,
+ * one named check each. Keys are imported once per kid and verified tokens are remembered until
+ * they expire, so a repeated token costs a map lookup and the time checks, not a signature.
+ */
+export class AccessTokenVerifier {
+  private readonly verified = new Map<string, AccessTokenPayload>();
+  private readonly keys = new Map<string, { key: crypto.KeyObject | undefined; until: number }>();
+
+  constructor(
+    private readonly signingKeys: SigningKeys,
+    private readonly settings: PepSettings,
+    private readonly now: () => Date,
+  ) {}
+
+  async verify(token: string): Promise<AccessTokenPayload> {
+    const t = Math.floor(this.now().getTime() / 1000);
+    const cached = this.verified.get(token);
+    if (cached) {
+      timesAreValid(cached, t, this.settings.leewaySec);
+      return cached;
+    }
+    const [header, claims] = decode(token);
+    typIsAccessToken(header);
+    algIsEs256(header);
+    const key = await this.keyFor(header.kid);
+    await signatureVerifies(token, key);
+    issuerIsOurs(claims, this.settings.issuer);
+    audienceIsThisResource(claims, this.settings.resource);
+    timesAreValid(claims, t, this.settings.leewaySec);
+    isDpopBound(claims);
+    identityClaimsPresent(claims);
+    noForeignClaims(claims);
+    const payload = claims as unknown as AccessTokenPayload;
+    this.remember(token, payload);
+    return payload;
+  }
+
+  /** An ES256 key published at our jwks_uri (guard_signing_key); unknown kids are remembered briefly so garbage cannot hammer the store. */
+  private async keyFor(kid: unknown): Promise<crypto.KeyObject> {
+    if (typeof kid !== 'string' || kid.length === 0 || kid.length > 128) throw new InvalidToken('the access token names no signing key');
+    const nowMs = this.now().getTime();
+    let entry = this.keys.get(kid);
+    if (!entry || entry.until <= nowMs) {
+      const jwk = await this.signingKeys.publicKey(kid);
+      const key = jwk ? ((await importJWK({ ...jwk, alg: 'ES256' }, 'ES256')) as crypto.KeyObject) : undefined;
+      entry = { key, until: nowMs + (key ? this.settings.keyCacheSec * 1000 : 5_000) };
+      if (this.keys.size > 1000) this.keys.clear();
+      this.keys.set(kid, entry);
+    }
+    if (!entry.key) throw new InvalidToken('the access token is signed with an unknown key');
+    return entry.key;
+  }
+
+  private remember(token: string, payload: AccessTokenPayload): void {
+    if (this.verified.size >= this.settings.tokenCacheSize) {
+      // Map keeps insertion order: drop the oldest entry.
+      const oldest = this.verified.keys().next().value;
+      if (oldest !== undefined) this.verified.delete(oldest);
+    }
+    this.verified.set(token, payload);
+  }
+}
+
+function decode(token: string): [Header, Claims] {
+  const parts = token.split('.');
+  if (parts.length !== 3 || !parts[0] || !parts[1] || !parts[2]) throw new InvalidToken('the access token is not a signed JWT');
+  try {
+    const header = JSON.parse(Buffer.from(parts[0], 'base64url').toString('utf8')) as unknown;
+    const claims = JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8')) as unknown;
+    if (!isObject(header) || !isObject(claims)) throw new Error();
+    return [header, claims];
+  } catch {
+    throw new InvalidToken('the access token is not a signed JWT');
+  }
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** RFC 9068 §2.1: `typ: at+jwt` keeps other JWTs (proofs, ID tokens, assertions) from passing as access tokens. */
+function typIsAccessToken(header: Header): void {
+  if (header.typ !== 'at+jwt') throw new InvalidToken('the access token typ must be at+jwt');
+}
+
+function algIsEs256(header: Header): void {
+  if (header.alg !== 'ES256') throw new InvalidToken('the access token must be signed with ES256');
+}
+
+async function signatureVerifies(token: string, key: crypto.KeyObject): Promise<void> {
+  try {
+    await compactVerify(token, key, { algorithms: ['ES256'] });
+  } catch {
+    throw new InvalidToken('the access token signature does not verify');
+  }
+}
+
+function issuerIsOurs(claims: Claims, issuer: string): void {
+  if (claims.iss !== issuer) throw new InvalidToken('the access token has another issuer');
+}
+
+/** ngx-pep `pep_require_aud`: the token must name this resource. */
+function audienceIsThisResource(claims: Claims, resource: string): void {
+  const aud = claims.aud;
+  const ok = Array.isArray(aud) ? aud.includes(resource) : aud === resource;
+  if (!ok) throw new InvalidToken('the access token is for another audience');
+}
+
+/** `exp`, `nbf`, `iat` with the leeway (RFC 7519 §4.1.4-6). */
+function timesAreValid(claims: Claims | AccessTokenPayload, now: number, leeway: number): void {
+  const { exp, nbf, iat } = claims as Claims;
+  if (typeof exp !== 'number' || !Number.isFinite(exp)) throw new InvalidToken('the access token has no exp');
+  if (exp + leeway <= now) throw new InvalidToken('the access token has expired');
+  if (nbf !== undefined && (typeof nbf !== 'number' || nbf - leeway > now)) throw new InvalidToken('the access token is not valid yet');
+  if (typeof iat !== 'number' || iat - leeway > now) throw new InvalidToken('the access token iat is in the future');
+}
+
+/** RFC 9449 §6: only sender-constrained tokens are accepted here. */
+function isDpopBound(claims: Claims): void {
+  const cnf = claims.cnf;
+  if (!isObject(cnf) || typeof cnf.jkt !== 'string' || cnf.jkt.length === 0) throw new InvalidToken('the access token is not DPoP-bound');
+}
+
+function identityClaimsPresent(claims: Claims): void {
+  for (const name of ['sub', 'client_id', 'scope', 'jti'] as const) {
+    if (typeof claims[name] !== 'string' || (claims[name] as string).length === 0) throw new InvalidToken(`the access token has no ${name}`);
+  }
+}
+
+/** ZETA UC12 (access-guard.md check 35): a `nonce` marks an ID token or a proof, never an access token. */
+function noForeignClaims(claims: Claims): void {
+  if ('nonce' in claims) throw new InvalidToken('the access token carries a nonce claim');
+}

@@ -1,0 +1,76 @@
+import { importJWK, type JWK, type KeyLike } from 'jose';
+import type { AccessTokenPayload } from '../authserver/tokens/access-token';
+import { verifyDpopProof, type VerifiedDpopProof } from '../dpop/verify-dpop-proof';
+import { InvalidDpopProof, InvalidToken } from '../errors';
+import type { PepSettings } from './settings';
+
+export interface ResourceRequest {
+  /** `req.headersDistinct.dpop`: Node joins repeated headers in `req.headers` (security.md 1.2 note). */
+  dpop: string[] | undefined;
+  method: string;
+  /** Path and query as received (`req.originalUrl`); htu is `PUBLIC_URL` + its path. */
+  originalUrl: string;
+}
+
+/**
+ * The proof that accompanies an access token (RFC 9449 §4.3 steps 1-9, 11 time window and 12
+ * `ath` in verifyDpopProof, errors as 401), then the binding of step 12: the proof key is the
+ * key named by the token's `cnf.jkt` (else `invalid_token`, security.md 1.2 row 30).
+ */
+export async function verifyRequestProof(
+  settings: PepSettings,
+  now: Date,
+  req: ResourceRequest,
+  accessToken: string,
+  token: AccessTokenPayload,
+  keys?: ProofKeyCache,
+): Promise<VerifiedDpopProof> {
+  const proof = await verifyDpopProof({
+    headerValues: req.dpop,
+    method: req.method,
+    url: `${settings.publicUrl}${req.originalUrl.split(/[?#]/)[0]}`,
+    now,
+    maxAgeSec: settings.dpopValiditySec + settings.leewaySec,
+    skewSec: settings.leewaySec,
+    accessToken,
+    errorStatus: 401,
+    importKey: keys?.importKey,
+  });
+  proofKeyIsTheBoundKey(proof, token);
+  return proof;
+}
+
+function proofKeyIsTheBoundKey(proof: VerifiedDpopProof, token: AccessTokenPayload): void {
+  if (proof.jkt !== token.cnf.jkt) throw new InvalidToken('the DPoP proof is signed with another key than the access token is bound to');
+}
+
+/** RFC 9449 §11.1 (ZETA check 38): each proof once within its validity, across replicas; `fresh` comes from request-ledger.ts. */
+export function proofIsFresh(fresh: boolean): void {
+  if (!fresh) throw new InvalidDpopProof('DPoP proof jti has been used before', { status: 401 });
+}
+
+/** How long a proof's jti is remembered: as long as the proof could be accepted, plus a minute (as checkDpopReplay). */
+export function replayWindowEnd(settings: PepSettings, proof: VerifiedDpopProof): Date {
+  return new Date((proof.iat + settings.dpopValiditySec + settings.leewaySec + 60) * 1000);
+}
+
+/**
+ * Imported proof keys by their coordinates: a client signs every proof of a session with one key,
+ * and importing a JWK costs about as much as the signature check (issue 6 point 1: one signature
+ * check per request). Bounded; a full cache starts over.
+ */
+export class ProofKeyCache {
+  private readonly keys = new Map<string, KeyLike>();
+  constructor(private readonly size = 10_000) {}
+
+  readonly importKey = async (jwk: JWK): Promise<KeyLike> => {
+    const id = `${jwk.crv}.${jwk.x}.${jwk.y}`;
+    let key = this.keys.get(id);
+    if (!key) {
+      key = (await importJWK(jwk, 'ES256')) as KeyLike;
+      if (this.keys.size >= this.size) this.keys.clear();
+      this.keys.set(id, key);
+    }
+    return key;
+  };
+}

@@ -1,0 +1,57 @@
+import fs from 'node:fs';
+import { scopeCovered, allowedScopes } from './scopes';
+import type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput } from './types';
+
+/** Reasons worded like the gematik Rego policies (reference/access-guard.md 2.7). */
+export const REASONS = {
+  profession: 'User profession is not allowed',
+  product: 'Client product or version is not allowed',
+  posture: 'Client posture type is not allowed',
+  scopes: 'One or more requested scopes are not allowed',
+  audiences: 'One or more requested audiences are not allowed',
+  user: 'User is on the blocklist',
+  ip: 'Source IP address is blocked',
+} as const;
+
+export function loadPolicyData(file: string): PolicyData {
+  const data = JSON.parse(fs.readFileSync(file, 'utf8')) as PolicyData;
+  const list = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string');
+  if (!list(data.professions) || !list(data.posture_types) || !Array.isArray(data.products) || !list(data.audiences)) {
+    throw new Error(`POLICY_FILE ${file}: professions, posture_types, products and audiences must be arrays`);
+  }
+  if (!data.scopes || !list(data.scopes.requestor) || !list(data.scopes.owner)) throw new Error(`POLICY_FILE ${file}: scopes.requestor and scopes.owner must be arrays`);
+  if (!data.token_ttl || !(data.token_ttl.access_token > 0) || !(data.token_ttl.refresh_token > 0)) throw new Error(`POLICY_FILE ${file}: token_ttl needs positive access_token and refresh_token`);
+  return data;
+}
+
+/** Evaluates POLICY_FILE in process; policies/authz.rego is the same policy for OPA. */
+export function embeddedPolicyEngine(data: PolicyData): PolicyEngine {
+  return {
+    kind: 'embedded',
+    async decide(input: PolicyInput): Promise<PolicyDecision> {
+      return evaluate(data, input);
+    },
+  };
+}
+
+export function evaluate(data: PolicyData, input: PolicyInput): PolicyDecision {
+  const reasons: string[] = [];
+  const client = input.client_registration_data;
+  const req = input.authorization_request;
+  if (!data.professions.includes(input.user_info.professionOID)) reasons.push(REASONS.profession);
+  if (!productAllowed(data, client.product_id, client.product_version)) reasons.push(REASONS.product);
+  if (!data.posture_types.includes(client.posture_type)) reasons.push(REASONS.posture);
+  const allowed = allowedScopes(data, input.user_info.repository_owner);
+  if (req.scopes.length === 0 || !req.scopes.every((s) => scopeCovered(s, allowed))) reasons.push(REASONS.scopes);
+  if (data.audiences.length > 0 && !req.audience.every((a) => data.audiences.includes(a))) reasons.push(REASONS.audiences);
+  if ((data.blocked_users ?? []).includes(input.user_info.identifier)) reasons.push(REASONS.user);
+  if ((data.blocked_ips ?? []).includes(req.ip_address)) reasons.push(REASONS.ip);
+  if (reasons.length > 0) return { allow: false, reasons };
+  return { allow: true, ttl: { ...data.token_ttl }, reasons: [] };
+}
+
+function productAllowed(data: PolicyData, productId: string, version: string): boolean {
+  if (data.products.length === 0) return true;
+  const p = data.products.find((x) => x.product_id === productId);
+  return p !== undefined && (!p.versions || p.versions.length === 0 || p.versions.includes(version));
+}

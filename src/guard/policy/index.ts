@@ -1,0 +1,14 @@
+import type { Config } from '../../config';
+import { embeddedPolicyEngine, loadPolicyData } from './embedded';
+import { opaPolicyEngine } from './opa';
+import type { PolicyData, PolicyEngine } from './types';
+
+export type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput } from './types';
+export { allowedScopes, scopeCovered } from './scopes';
+
+/** POLICY_ENGINE_URL set: OPA; else the embedded engine over POLICY_FILE. */
+export function createPolicyEngine(config: Config, data: PolicyData, timeoutMs: number): PolicyEngine {
+  return config.policyEngineUrl ? opaPolicyEngine(config.policyEngineUrl, timeoutMs) : embeddedPolicyEngine(data);
+}
+
+export { loadPolicyData };

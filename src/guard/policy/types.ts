@@ -1,0 +1,63 @@
+/**
+ * Input of the policy decision (gematik policy-engine-input.yaml v1.1, reference/access-guard.md
+ * 2.7), the same for the embedded engine and OPA. `user_info.repository_owner` is Terminus' own
+ * member: whether the Telematik-ID is one of REPOSITORY_OWNERS (CONTRACT 4).
+ */
+export interface PolicyInput {
+  version: '1.1';
+  client_registration_data: {
+    client_id: string;
+    product_id: string;
+    product_version: string;
+    platform: string;
+    posture_type: string;
+    registration_timestamp: number;
+    attestation_timestamp: number;
+    device_info: { os: string; os_version: string };
+    attestation_result: Record<string, unknown>;
+  };
+  user_info: {
+    identifier: string;
+    professionOID: string;
+    commonName: string;
+    organizationName?: string;
+    repository_owner: boolean;
+  };
+  authorization_request: {
+    scopes: string[];
+    resource: string;
+    audience: string[];
+    grant_type: string;
+    ip_address: string;
+    previous_ip_address?: string;
+    http_method: string;
+  };
+  delegation_context: null;
+}
+
+/** Output (gematik pdp-decision.yaml `result`): `reasons` normalised to an array of strings. */
+export interface PolicyDecision {
+  allow: boolean;
+  ttl?: { access_token?: number; refresh_token?: number };
+  reasons: string[];
+}
+
+/** One interface for the embedded engine and OPA over HTTP (issue 5 point 6). */
+export interface PolicyEngine {
+  readonly kind: 'embedded' | 'opa';
+  decide(input: PolicyInput): Promise<PolicyDecision>;
+}
+
+/** The data document of POLICY_FILE (policies/default.json); OPA loads the same file as data. */
+export interface PolicyData {
+  professions: string[];
+  posture_types: string[];
+  /** Empty: any product. Otherwise allowed products, each with allowed versions (empty: any). */
+  products: { product_id: string; versions?: string[] }[];
+  /** Empty: only this server's resource (the AS checks `resource` itself). */
+  audiences: string[];
+  scopes: { requestor: string[]; owner: string[] };
+  token_ttl: { access_token: number; refresh_token: number };
+  blocked_users?: string[];
+  blocked_ips?: string[];
+}

@@ -1,0 +1,194 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import { PGlite } from '@electric-sql/pglite';
+import { Pool, type PoolClient } from 'pg';
+
+// The contrib entry ships ESM-only typings; at run time its CommonJS build loads fine.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { btree_gist } = require('@electric-sql/pglite/contrib/btree_gist') as { btree_gist: import('@electric-sql/pglite').Extension };
+
+export interface QueryOptions {
+  prepare?: boolean;
+}
+
+/** Prepared-statement name of a query text. */
+function statementName(sql: string): string {
+  return `t_${crypto.createHash('sha1').update(sql).digest('hex').slice(0, 24)}`;
+}
+
+export interface QueryResult<T> {
+  rows: T[];
+  rowCount: number;
+}
+
+/**
+ * One SQL surface over PostgreSQL (pg.Pool) and PGlite. `transaction` gives a Db bound to one
+ * connection; nested `transaction` calls on it reuse that transaction.
+ */
+export interface Db {
+  readonly kind: 'pg' | 'pglite';
+  /** True on a Db bound to an open transaction. */
+  readonly inTransaction: boolean;
+  /**
+   * `prepare`: keep the statement prepared per connection (PostgreSQL), for hot query shapes whose
+   * planning costs as much as their execution (search).
+   */
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[], opts?: QueryOptions): Promise<QueryResult<T>>;
+  transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** SQLSTATE codes callers react to. */
+export const SqlState = {
+  uniqueViolation: '23505',
+  exclusionViolation: '23P01',
+  serializationFailure: '40001',
+  deadlockDetected: '40P01',
+} as const;
+
+export function sqlState(err: unknown): string | undefined {
+  return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
+}
+
+export interface OpenDbOptions {
+  databaseUrl?: string;
+  /** PGlite directory; undefined with no databaseUrl: in memory. */
+  dataDir?: string;
+  /** PostgreSQL only: a schema of its own (tests); created if missing, `public` stays on the path. */
+  schema?: string;
+  poolSize?: number;
+}
+
+export async function openDb(opts: OpenDbOptions): Promise<Db> {
+  if (!opts.databaseUrl) return openPglite(opts.dataDir);
+  if (opts.schema) {
+    if (!/^[a-z_][a-z0-9_]*$/.test(opts.schema)) throw new Error(`invalid schema name ${opts.schema}`);
+    const admin = new Pool({ connectionString: opts.databaseUrl, max: 1 });
+    await admin.query(`CREATE SCHEMA IF NOT EXISTS ${opts.schema}`).finally(() => admin.end());
+  }
+  return new PgDb(
+    new Pool({
+      connectionString: opts.databaseUrl,
+      max: opts.poolSize ?? 20,
+      // Parallel plans cost milliseconds of worker start-up for queries that run in one or two;
+      // under concurrent load they only add latency (search probes are index-only scans).
+      options: ['-c max_parallel_workers_per_gather=0', opts.schema ? `-c search_path=${opts.schema},public` : ''].join(' ').trim(),
+    }),
+  );
+}
+
+/** PGlite in `dataDir` (persisted) or in memory when dataDir is undefined. */
+export async function openPglite(dataDir?: string): Promise<Db> {
+  if (dataDir) fs.mkdirSync(dataDir, { recursive: true });
+  const pg = await PGlite.create(dataDir ? `${dataDir}/pgdata` : undefined, { extensions: { btree_gist } });
+  return new PgliteDb(pg);
+}
+
+class PgDb implements Db {
+  readonly kind = 'pg' as const;
+  readonly inTransaction = false;
+  constructor(private readonly pool: Pool) {}
+
+  async query<T>(sql: string, params: unknown[] = [], opts: QueryOptions = {}): Promise<QueryResult<T>> {
+    const r = await this.pool.query(opts.prepare ? { name: statementName(sql), text: sql, values: params } : { text: sql, values: params });
+    return { rows: r.rows as T[], rowCount: r.rowCount ?? 0 };
+  }
+
+  async transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await fn(new PgTxDb(client));
+      await client.query('COMMIT');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+class PgTxDb implements Db {
+  readonly kind = 'pg' as const;
+  readonly inTransaction = true;
+  constructor(private readonly client: PoolClient) {}
+  async query<T>(sql: string, params: unknown[] = [], opts: QueryOptions = {}): Promise<QueryResult<T>> {
+    const r = await this.client.query(opts.prepare ? { name: statementName(sql), text: sql, values: params } : { text: sql, values: params });
+    return { rows: r.rows as T[], rowCount: r.rowCount ?? 0 };
+  }
+  transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
+    return fn(this);
+  }
+  async close(): Promise<void> {}
+}
+
+type PGliteInstance = PGlite;
+
+/**
+ * PGlite is a single connection: statements outside a transaction and whole transactions are
+ * serialised through one queue so a transaction never interleaves with another caller's SQL.
+ */
+class PgliteDb implements Db {
+  readonly kind = 'pglite' as const;
+  readonly inTransaction = false;
+  private tail: Promise<unknown> = Promise.resolve();
+  constructor(private readonly pg: PGliteInstance) {}
+
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.tail.then(fn, fn);
+    this.tail = run.catch(() => undefined);
+    return run;
+  }
+
+  query<T>(sql: string, params: unknown[] = []): Promise<QueryResult<T>> {
+    return this.exclusive(() => rawQuery<T>(this.pg, sql, params));
+  }
+
+  transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
+    return this.exclusive(async () => {
+      await this.pg.exec('BEGIN');
+      try {
+        const result = await fn(new PgliteTxDb(this.pg));
+        await this.pg.exec('COMMIT');
+        return result;
+      } catch (err) {
+        await this.pg.exec('ROLLBACK').catch(() => undefined);
+        throw err;
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.exclusive(() => this.pg.close());
+  }
+}
+
+class PgliteTxDb implements Db {
+  readonly kind = 'pglite' as const;
+  readonly inTransaction = true;
+  constructor(private readonly pg: PGliteInstance) {}
+  query<T>(sql: string, params: unknown[] = []): Promise<QueryResult<T>> {
+    return rawQuery<T>(this.pg, sql, params);
+  }
+  transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
+    return fn(this);
+  }
+  async close(): Promise<void> {}
+}
+
+async function rawQuery<T>(pg: PGliteInstance, sql: string, params: unknown[]): Promise<QueryResult<T>> {
+  if (params.length === 0 && sql.includes(';')) {
+    // Multi-statement scripts (migrations) go through exec.
+    const results = await pg.exec(sql);
+    const last = results[results.length - 1];
+    return { rows: (last?.rows ?? []) as T[], rowCount: last?.affectedRows ?? 0 };
+  }
+  const r = await pg.query<T>(sql, params);
+  return { rows: r.rows, rowCount: r.affectedRows ?? r.rows.length };
+}

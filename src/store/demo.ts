@@ -1,0 +1,365 @@
+import type {
+  CodeableConcept,
+  CodeSystem,
+  HealthcareService,
+  Location,
+  Practitioner,
+  PractitionerRole,
+  Resource,
+  Schedule,
+  Slot,
+} from '@medplum/fhirtypes';
+
+/**
+ * The demo practice loaded into an empty embedded store (CONTRACT section 1: `npm start` serves
+ * "demo calendars"): a group practice with a general-medicine and a neurology consultation
+ * (two HealthcareServices), three doctors with one calendar each, free slots for the next 30 days
+ * within opening hours, and the code systems that code the offered services. Everything is a
+ * pure function of `now`, with stable ids, so a restart on the same day yields the same data.
+ */
+export function demoResources(now: Date): Resource[] {
+  const location = practiceLocation();
+  const resources: Resource[] = [...serviceCodeSystems(), location];
+  for (const service of SERVICES) resources.push(healthcareService(service));
+  for (const doctor of DOCTORS) {
+    const service = SERVICES.find((s) => s.key === doctor.service) as ServiceSpec;
+    resources.push(practitioner(doctor), practitionerRole(doctor, service), schedule(doctor, service, now));
+    resources.push(...freeSlots(doctor, service, now));
+  }
+  return resources;
+}
+
+/** CONTRACT section 5: a Schedule carrying this extension books as `pending` (HTTP 202). */
+export const BOOKING_CONFIRMATION_URL = 'http://terminus.local/fhir/StructureDefinition/booking-confirmation';
+
+/** Demo slots cover this many days from `now` (issue 2, point 6). */
+export const DEMO_HORIZON_DAYS = 30;
+
+/** Opening hours are wall-clock times of the practice. */
+export const PRACTICE_TIME_ZONE = 'Europe/Berlin';
+
+const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';
+const SERVICE_TYPE = 'http://terminology.hl7.org/CodeSystem/service-type';
+const PRACTICE_SERVICES = 'http://terminus.local/fhir/CodeSystem/praxis-leistungen';
+const FACHRICHTUNGEN = 'http://ihe-d.de/CodeSystems/AerztlicheFachrichtungen';
+const SCHEDULE_NAME = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Schedule.name';
+
+interface ServiceSpec {
+  key: string;
+  name: string;
+  serviceType: { code: string; display: string };
+  practiceCode: { code: string; display: string };
+  specialty: { code: string; display: string };
+}
+
+const SERVICES: readonly ServiceSpec[] = [
+  {
+    key: 'allgemeinmedizin',
+    name: 'Hausärztliche Sprechstunde',
+    serviceType: { code: '124', display: 'General Practice' },
+    practiceCode: { code: 'hausarzt-sprechstunde', display: 'Hausärztliche Sprechstunde' },
+    specialty: { code: 'ALLG', display: 'Allgemeinmedizin' },
+  },
+  {
+    key: 'neurologie',
+    name: 'Neurologische Sprechstunde',
+    serviceType: { code: '177', display: 'Neurology' },
+    practiceCode: { code: 'neuro-sprechstunde', display: 'Neurologische Sprechstunde' },
+    specialty: { code: 'NEUR', display: 'Neurologie' },
+  },
+];
+
+/** Opening hours as [from, to) wall-clock minutes per ISO weekday (1 = Monday). */
+type Hours = Partial<Record<1 | 2 | 3 | 4 | 5 | 6 | 7, Array<[string, string]>>>;
+
+interface DoctorSpec {
+  key: string;
+  family: string;
+  given: string;
+  prefix: string;
+  gender: 'female' | 'male';
+  lanr: string;
+  service: string;
+  slotMinutes: 15 | 30;
+  hours: Hours;
+  manualConfirmation: boolean;
+}
+
+const MORNING: Array<[string, string]> = [['08:00', '12:00']];
+
+const DOCTORS: readonly DoctorSpec[] = [
+  {
+    key: 'weber',
+    family: 'Weber',
+    given: 'Anna',
+    prefix: 'Dr. med.',
+    gender: 'female',
+    lanr: '123456601',
+    service: 'allgemeinmedizin',
+    slotMinutes: 15,
+    // Wednesday and Friday afternoons closed, as in most German GP practices.
+    hours: {
+      1: [...MORNING, ['14:00', '18:00']],
+      2: [...MORNING, ['14:00', '18:00']],
+      3: MORNING,
+      4: [...MORNING, ['14:00', '18:00']],
+      5: MORNING,
+    },
+    manualConfirmation: false,
+  },
+  {
+    key: 'yilmaz',
+    family: 'Yılmaz',
+    given: 'Mehmet',
+    prefix: 'Dr. med.',
+    gender: 'male',
+    lanr: '234567601',
+    service: 'allgemeinmedizin',
+    slotMinutes: 15,
+    // Late consultation on Tuesday and Thursday for working patients.
+    hours: {
+      1: MORNING,
+      2: [...MORNING, ['15:00', '19:00']],
+      3: MORNING,
+      4: [...MORNING, ['15:00', '19:00']],
+      5: MORNING,
+    },
+    manualConfirmation: false,
+  },
+  {
+    key: 'schneider',
+    family: 'Schneider',
+    given: 'Jonas',
+    prefix: 'Dr. med.',
+    gender: 'male',
+    lanr: '345678642',
+    service: 'neurologie',
+    slotMinutes: 30,
+    hours: {
+      1: [['09:00', '13:00'], ['14:00', '16:00']],
+      2: [['09:00', '13:00'], ['14:00', '16:00']],
+      3: [['09:00', '13:00']],
+      4: [['09:00', '13:00'], ['14:00', '16:00']],
+    },
+    // Neurology appointments are triaged by the doctor first: bookings stay pending (202).
+    manualConfirmation: true,
+  },
+];
+
+function serviceType(s: ServiceSpec): CodeableConcept {
+  return {
+    text: s.name,
+    coding: [
+      { system: SERVICE_TYPE, code: s.serviceType.code, display: s.serviceType.display },
+      { system: PRACTICE_SERVICES, code: s.practiceCode.code, display: s.practiceCode.display },
+    ],
+  };
+}
+
+function specialty(s: ServiceSpec): CodeableConcept {
+  return { coding: [{ system: FACHRICHTUNGEN, code: s.specialty.code, display: s.specialty.display }] };
+}
+
+function doctorName(d: DoctorSpec): string {
+  return `${d.prefix} ${d.given} ${d.family}`;
+}
+
+/**
+ * Seed 001 section 4 rule 1: every code system used to code offered services is exposed, found by
+ * `context-type-value=https://gematik.de/fhir/isik/CodeSystem/ContextType|ResourceUsage$
+ * http://hl7.org/fhir/resource-types|HealthcareService` (and `|Schedule`).
+ */
+function serviceCodeSystems(): CodeSystem[] {
+  const useContext = ['HealthcareService', 'Schedule'].map((type) => ({
+    code: { system: 'https://gematik.de/fhir/isik/CodeSystem/ContextType', code: 'ResourceUsage' },
+    valueCodeableConcept: { coding: [{ system: 'http://hl7.org/fhir/resource-types', code: type }] },
+  }));
+  return [
+    {
+      resourceType: 'CodeSystem',
+      id: 'demo-codesystem-service-type',
+      url: SERVICE_TYPE,
+      name: 'ServiceType',
+      title: 'Service type (the codes this practice uses)',
+      status: 'active',
+      content: 'fragment',
+      useContext,
+      concept: SERVICES.map((s) => ({ code: s.serviceType.code, display: s.serviceType.display })),
+    },
+    {
+      resourceType: 'CodeSystem',
+      id: 'demo-codesystem-praxis-leistungen',
+      url: PRACTICE_SERVICES,
+      version: '1.0.0',
+      name: 'PraxisLeistungen',
+      title: 'Leistungen der Gemeinschaftspraxis am Stadtpark',
+      status: 'active',
+      content: 'complete',
+      useContext,
+      concept: SERVICES.map((s) => ({ code: s.practiceCode.code, display: s.practiceCode.display })),
+    },
+  ];
+}
+
+function practiceLocation(): Location {
+  return {
+    resourceType: 'Location',
+    id: 'demo-location-praxis',
+    status: 'active',
+    name: 'Gemeinschaftspraxis am Stadtpark',
+    telecom: [{ system: 'phone', value: '+49 30 1234567', use: 'work' }],
+    address: { type: 'both', line: ['Parkstraße 12'], city: 'Berlin', postalCode: '10115', country: 'DE' },
+  };
+}
+
+function healthcareService(s: ServiceSpec): HealthcareService {
+  return {
+    resourceType: 'HealthcareService',
+    id: `demo-hcs-${s.key}`,
+    meta: { profile: [`${ISIK}ISiKMedizinischeBehandlungseinheit`] },
+    active: true,
+    type: [serviceType(s)],
+    specialty: [specialty(s)],
+    name: s.name,
+    location: [{ reference: 'Location/demo-location-praxis', display: 'Gemeinschaftspraxis am Stadtpark' }],
+  };
+}
+
+function practitioner(d: DoctorSpec): Practitioner {
+  return {
+    resourceType: 'Practitioner',
+    id: `demo-practitioner-${d.key}`,
+    identifier: [
+      {
+        type: { coding: [{ system: 'http://terminology.hl7.org/CodeSystem/v2-0203', code: 'LANR' }] },
+        system: 'https://fhir.kbv.de/NamingSystem/KBV_NS_Base_ANR',
+        value: d.lanr,
+      },
+    ],
+    active: true,
+    name: [{ use: 'official', family: d.family, given: [d.given], prefix: [d.prefix] }],
+    gender: d.gender,
+  };
+}
+
+function practitionerRole(d: DoctorSpec, s: ServiceSpec): PractitionerRole {
+  return {
+    resourceType: 'PractitionerRole',
+    id: `demo-role-${d.key}`,
+    active: true,
+    practitioner: { reference: `Practitioner/demo-practitioner-${d.key}`, display: doctorName(d) },
+    specialty: [specialty(s)],
+    location: [{ reference: 'Location/demo-location-praxis' }],
+    healthcareService: [{ reference: `HealthcareService/demo-hcs-${s.key}`, display: s.name }],
+  };
+}
+
+function schedule(d: DoctorSpec, s: ServiceSpec, now: Date): Schedule {
+  const extension: Schedule['extension'] = [{ url: SCHEDULE_NAME, valueString: `${s.name} ${doctorName(d)}` }];
+  if (d.manualConfirmation) extension.push({ url: BOOKING_CONFIRMATION_URL, valueCode: 'manual' });
+  return {
+    resourceType: 'Schedule',
+    id: `demo-schedule-${d.key}`,
+    meta: { profile: [`${ISIK}ISiKKalender`] },
+    extension,
+    active: true,
+    serviceType: [serviceType(s)],
+    specialty: [specialty(s)],
+    // ISiKKalender allows one actor of type Practitioner, HealthcareService or Location (slice
+    // Akteur 0..1): the doctor. The service is reachable through serviceType and PractitionerRole.
+    actor: [actor(d)],
+    planningHorizon: { start: instant(now), end: instant(addDays(now, DEMO_HORIZON_DAYS)) },
+    comment: d.manualConfirmation
+      ? 'Termine werden nach ärztlicher Sichtung bestätigt.'
+      : 'Termine werden sofort bestätigt.',
+  };
+}
+
+function actor(d: DoctorSpec): Schedule['actor'][number] {
+  return { reference: `Practitioner/demo-practitioner-${d.key}`, display: doctorName(d) };
+}
+
+/** Free slots starting in [now, now + 30 days), on the doctor's opening hours. */
+function freeSlots(d: DoctorSpec, s: ServiceSpec, now: Date): Slot[] {
+  const end = addDays(now, DEMO_HORIZON_DAYS).getTime();
+  const slots: Slot[] = [];
+  const first = wallDate(now);
+  for (let day = 0; day <= DEMO_HORIZON_DAYS; day++) {
+    const date = addCalendarDays(first, day);
+    for (const [from, to] of d.hours[isoWeekday(date)] ?? []) {
+      for (let minute = minutes(from); minute + d.slotMinutes <= minutes(to); minute += d.slotMinutes) {
+        const start = wallTimeToUtc(date, minute);
+        if (start.getTime() < now.getTime() || start.getTime() >= end) continue;
+        slots.push({
+          resourceType: 'Slot',
+          id: `demo-slot-${d.key}-${date.replaceAll('-', '')}-${hhmm(minute)}`,
+          meta: { profile: [`${ISIK}ISiKTerminblock`] },
+          serviceType: [serviceType(s)],
+          specialty: [specialty(s)],
+          schedule: { reference: `Schedule/demo-schedule-${d.key}` },
+          status: 'free',
+          start: instant(start),
+          end: instant(new Date(start.getTime() + d.slotMinutes * 60_000)),
+        });
+      }
+    }
+  }
+  return slots;
+}
+
+/** Seconds precision, as FHIR instants are usually written. */
+function instant(t: Date): string {
+  return new Date(Math.floor(t.getTime() / 1000) * 1000).toISOString().replace('.000Z', 'Z');
+}
+
+function addDays(t: Date, days: number): Date {
+  return new Date(t.getTime() + days * 86_400_000);
+}
+
+function minutes(hm: string): number {
+  const [h, m] = hm.split(':').map(Number);
+  return h * 60 + m;
+}
+
+function hhmm(minute: number): string {
+  return `${String(Math.floor(minute / 60)).padStart(2, '0')}${String(minute % 60).padStart(2, '0')}`;
+}
+
+/** The practice's calendar date (YYYY-MM-DD) at instant `t`. */
+function wallDate(t: Date): string {
+  return new Intl.DateTimeFormat('en-CA', { timeZone: PRACTICE_TIME_ZONE }).format(t);
+}
+
+function addCalendarDays(date: string, days: number): string {
+  const [y, m, d] = date.split('-').map(Number);
+  return new Date(Date.UTC(y, m - 1, d + days)).toISOString().slice(0, 10);
+}
+
+function isoWeekday(date: string): 1 | 2 | 3 | 4 | 5 | 6 | 7 {
+  const [y, m, d] = date.split('-').map(Number);
+  const day = new Date(Date.UTC(y, m - 1, d)).getUTCDay();
+  return (day === 0 ? 7 : day) as 1 | 2 | 3 | 4 | 5 | 6 | 7;
+}
+
+/** The instant at which the practice's clocks show `minute` past midnight on `date`. */
+function wallTimeToUtc(date: string, minute: number): Date {
+  const [y, m, d] = date.split('-').map(Number);
+  const asUtc = Date.UTC(y, m - 1, d, 0, minute);
+  // Opening hours never fall into the DST switch hour (02:00-03:00), so one correction suffices.
+  return new Date(asUtc - offsetMinutes(new Date(asUtc)) * 60_000);
+}
+
+function offsetMinutes(t: Date): number {
+  const parts = new Intl.DateTimeFormat('en-US', {
+    timeZone: PRACTICE_TIME_ZONE,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: '2-digit',
+    day: '2-digit',
+    hour: '2-digit',
+    minute: '2-digit',
+  }).formatToParts(t);
+  const get = (type: string): number => Number(parts.find((p) => p.type === type)?.value);
+  const wall = Date.UTC(get('year'), get('month') - 1, get('day'), get('hour'), get('minute'));
+  return (wall - Math.floor(t.getTime() / 60_000) * 60_000) / 60_000;
+}

@@ -1,0 +1,33 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { projectPath } from '../paths';
+import type { Db } from './db';
+
+export const MIGRATIONS_DIR = projectPath('migrations');
+
+/**
+ * Applies migrations/NNN_name.sql in name order, each once, each in its own transaction.
+ * A PostgreSQL advisory lock keeps two replicas starting at once from racing.
+ */
+export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<string[]> {
+  const files = fs
+    .readdirSync(dir)
+    .filter((f) => /^\d+_.+\.sql$/.test(f))
+    .sort();
+  return db.transaction(async (tx) => {
+    await tx.query('SELECT pg_advisory_xact_lock(7431001)');
+    await tx.query(
+      'CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+    );
+    const done = new Set((await tx.query<{ name: string }>('SELECT name FROM schema_migrations')).rows.map((r) => r.name));
+    const applied: string[] = [];
+    for (const file of files) {
+      if (done.has(file)) continue;
+      const sql = fs.readFileSync(path.join(dir, file), 'utf8');
+      await tx.query(sql);
+      await tx.query('INSERT INTO schema_migrations (name) VALUES ($1)', [file]);
+      applied.push(file);
+    }
+    return applied;
+  });
+}

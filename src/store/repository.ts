@@ -1,0 +1,274 @@
+import crypto from 'node:crypto';
+import type { Resource } from '@medplum/fhirtypes';
+import { gone, notFound, preconditionFailed } from '../fhir/outcomes';
+import { SqlState, sqlState, type Db } from './db';
+import { toTimestamp } from './search/dates';
+import { extractIndexRows, type IndexRows } from './search/extract';
+import { executeSearch, type SearchRequest, type SearchResult } from './search/sql';
+
+/**
+ * Who is asking: `undefined` sees everything (the repository itself, imports, jobs). An
+ * institution sees unowned resources and its own; repository owners see all (CONTRACT section 4).
+ */
+export interface AccessScope {
+  institution: string;
+  seesAll: boolean;
+}
+
+export interface WriteOptions {
+  /** Institution recorded as owner at creation (kept on later versions). */
+  owner?: string | null;
+  /** `W/"n"` or `n`: the write fails with 412 unless the current version is n. */
+  ifMatch?: string;
+  scope?: AccessScope;
+}
+
+export interface StoredRow {
+  resource: Resource;
+  deleted: boolean;
+  owner: string | null;
+  versionId: number;
+}
+
+const ID_RE = /^[A-Za-z0-9\-.]{1,64}$/;
+export const isValidId = (id: string) => ID_RE.test(id);
+
+/** Versioned resource store with typed search indexes, on one Db (pool or transaction). */
+export class Repository {
+  constructor(
+    readonly db: Db,
+    /** `$PUBLIC_URL/fhir`: absolute references to this base are indexed as local. */
+    readonly baseUrl: string,
+    readonly now: () => Date = () => new Date(),
+  ) {}
+
+  /**
+   * Rows this transaction holds locked (`readRow(..., {forUpdate})`), kept as they are now: the
+   * repository is the only writer of `resource`, so a write that follows a locking read (hooks,
+   * PATCH, booking) needs no second read.
+   */
+  private readonly locked = new Map<string, StoredRow | undefined>();
+
+  /** Runs fn on a repository bound to one transaction (all-or-nothing); nested calls share it. */
+  withTransaction<T>(fn: (repo: Repository) => Promise<T>): Promise<T> {
+    return this.inTransaction(fn);
+  }
+
+  async readRow(type: string, id: string, opts: { forUpdate?: boolean } = {}): Promise<StoredRow | undefined> {
+    const key = `${type}/${id}`;
+    if (opts.forUpdate && this.db.inTransaction && this.locked.has(key)) return this.locked.get(key);
+    const { rows } = await this.db.query<{ content: Resource; deleted: boolean; owner: string | null; version_id: number }>(
+      `SELECT content, deleted, owner, version_id FROM resource WHERE resource_type = $1 AND id = $2${opts.forUpdate ? ' FOR UPDATE' : ''}`,
+      [type, id],
+    );
+    const r = rows[0];
+    const row = r && { resource: r.content, deleted: r.deleted, owner: r.owner, versionId: r.version_id };
+    if (opts.forUpdate && this.db.inTransaction) this.locked.set(key, row);
+    return row;
+  }
+
+  /** Keeps the lock cache in step with a write of this transaction. */
+  private remember(type: string, id: string, row: StoredRow): void {
+    if (this.db.inTransaction) this.locked.set(`${type}/${id}`, row);
+  }
+
+  /** The current version; 404 when absent or hidden from the scope, 410 when deleted. */
+  async read<T extends Resource = Resource>(type: string, id: string, scope?: AccessScope): Promise<T> {
+    const row = await this.readRow(type, id);
+    if (!row || !visible(row.owner, scope)) throw notFound(type, id);
+    if (row.deleted) throw gone(type, id);
+    return row.resource as T;
+  }
+
+  async vread(type: string, id: string, versionId: string, scope?: AccessScope): Promise<Resource> {
+    const row = await this.readRow(type, id);
+    if (!row || !visible(row.owner, scope) || !/^\d+$/.test(versionId)) throw notFound(type, `${id}/_history/${versionId}`);
+    const { rows } = await this.db.query<{ content: Resource; deleted: boolean }>(
+      'SELECT content, deleted FROM resource_version WHERE resource_type = $1 AND id = $2 AND version_id = $3',
+      [type, id, Number(versionId)],
+    );
+    if (!rows[0]) throw notFound(type, `${id}/_history/${versionId}`);
+    if (rows[0].deleted) throw gone(type, id);
+    return rows[0].content;
+  }
+
+  /** Every version, newest first, with deletions marked. */
+  async history(type: string, id: string, scope?: AccessScope): Promise<{ resource: Resource; deleted: boolean; versionId: number; lastUpdated: string }[]> {
+    const row = await this.readRow(type, id);
+    if (!row || !visible(row.owner, scope)) throw notFound(type, id);
+    const { rows } = await this.db.query<{ content: Resource; deleted: boolean; version_id: number; last_updated: Date | string }>(
+      'SELECT content, deleted, version_id, last_updated FROM resource_version WHERE resource_type = $1 AND id = $2 ORDER BY version_id DESC',
+      [type, id],
+    );
+    return rows.map((r) => ({ resource: r.content, deleted: r.deleted, versionId: r.version_id, lastUpdated: new Date(r.last_updated).toISOString() }));
+  }
+
+  /** Create with a server-assigned id. */
+  async create<T extends Resource>(resource: T, opts: WriteOptions = {}): Promise<T> {
+    const id = crypto.randomUUID();
+    return (await this.write({ ...resource, id }, opts, 'create')).resource as T;
+  }
+
+  /** Update or create with the given id (PUT semantics). */
+  async update<T extends Resource>(resource: T, opts: WriteOptions = {}): Promise<{ resource: T; created: boolean }> {
+    const r = await this.write(resource, opts, 'update');
+    return { resource: r.resource as T, created: r.created };
+  }
+
+  /** Soft delete: a new version marked deleted; reads answer 410 afterwards. Idempotent. */
+  async delete(type: string, id: string, opts: WriteOptions = {}): Promise<void> {
+    await this.inTransaction(async (tx) => {
+      const row = await tx.readRow(type, id, { forUpdate: true });
+      if (!row || !visible(row.owner, opts.scope)) throw notFound(type, id);
+      checkIfMatch(opts.ifMatch, row.versionId);
+      if (row.deleted) return;
+      const versionId = row.versionId + 1;
+      const lastUpdated = tx.now().toISOString();
+      const content = { ...row.resource, meta: { ...row.resource.meta, versionId: String(versionId), lastUpdated } };
+      await tx.db.query('UPDATE resource SET version_id = $3, last_updated = $4, deleted = true WHERE resource_type = $1 AND id = $2', [type, id, versionId, lastUpdated]);
+      await tx.db.query(
+        'INSERT INTO resource_version (resource_type, id, version_id, last_updated, deleted, content) VALUES ($1, $2, $3, $4, true, $5)',
+        [type, id, versionId, lastUpdated, content],
+      );
+      await deleteIndexes(tx.db, type, id);
+      tx.remember(type, id, { resource: content as Resource, deleted: true, owner: row.owner, versionId });
+    });
+  }
+
+  /**
+   * Inserts many new resources (ids not yet stored) in chunks with multi-row statements: the
+   * demo calendars and benchmark data sets. No validation here: callers load data they vouch for.
+   */
+  async bulkLoad(resources: Resource[], chunkSize = 500): Promise<void> {
+    for (let i = 0; i < resources.length; i += chunkSize) {
+      const chunk = resources.slice(i, i + chunkSize);
+      await this.inTransaction(async (tx) => {
+        const lastUpdated = tx.now().toISOString();
+        const stored = chunk.map((r) => ({ ...r, meta: { ...r.meta, versionId: '1', lastUpdated } }) as Resource);
+        const rows = stored.map((r) => [r.resourceType, r.id, 1, lastUpdated, false, r]);
+        await insertMany(tx.db, 'resource (resource_type, id, version_id, last_updated, deleted, content)', rows);
+        await insertMany(tx.db, 'resource_version (resource_type, id, version_id, last_updated, deleted, content)', rows);
+        const tokens: unknown[][] = [];
+        const refs: unknown[][] = [];
+        const dates: unknown[][] = [];
+        const strings: unknown[][] = [];
+        const compounds: unknown[][] = [];
+        for (const r of stored) {
+          const idx = extractIndexRows(r, this.baseUrl);
+          const key = [r.resourceType, r.id];
+          tokens.push(...idx.tokens.map((t) => [...key, t.param, t.system, t.code]));
+          refs.push(...idx.references.map((x) => [...key, x.param, x.targetType, x.targetId, x.targetUrl]));
+          dates.push(...idx.dates.map((d) => [...key, d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
+          strings.push(...idx.strings.map((x) => [...key, x.param, x.norm, x.exact]));
+          compounds.push(...idx.compounds.map((c) => [...key, c.ref, c.code, rangeLiteral(c.range)]));
+        }
+        await insertMany(tx.db, 'search_token (resource_type, id, param, system, code)', tokens);
+        await insertMany(tx.db, 'search_reference (resource_type, id, param, target_type, target_id, target_url)', refs);
+        await insertMany(tx.db, 'search_date (resource_type, id, param, low, high)', dates);
+        await insertMany(tx.db, 'search_string (resource_type, id, param, norm, exact)', strings);
+        await insertMany(tx.db, 'search_compound (resource_type, id, ref, code, during)', compounds);
+      });
+    }
+  }
+
+  search(request: SearchRequest, scope?: AccessScope): Promise<SearchResult> {
+    return executeSearch(this.db, request, { scope, now: this.now(), baseUrl: this.baseUrl });
+  }
+
+  private async write(resource: Resource, opts: WriteOptions, mode: 'create' | 'update'): Promise<{ resource: Resource; created: boolean }> {
+    const type = resource.resourceType;
+    const id = resource.id as string;
+    // Two PUTs creating the same new id race on the primary key: the loser retries as an update.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.inTransaction(async (tx) => {
+          const row = await tx.readRow(type, id, { forUpdate: true });
+          if (row && !visible(row.owner, opts.scope)) throw notFound(type, id);
+          if (opts.ifMatch !== undefined) {
+            if (!row) throw preconditionFailed(`${type}/${id} does not exist; If-Match cannot match`);
+            checkIfMatch(opts.ifMatch, row.versionId);
+          }
+          const versionId = (row?.versionId ?? 0) + 1;
+          const lastUpdated = tx.now().toISOString();
+          const stored: Resource = { ...resource, id, meta: { ...resource.meta, versionId: String(versionId), lastUpdated } };
+          const owner = row ? row.owner : (opts.owner ?? null);
+          // One statement (data-modifying CTEs): the resource row, its version and its index rows
+          // change together in a single round trip.
+          const { sql, params } = writeStatement({ type, id, versionId, lastUpdated, stored, owner, exists: !!row }, extractIndexRows(stored, this.baseUrl));
+          await tx.db.query(sql, params);
+          tx.remember(type, id, { resource: stored, deleted: false, owner, versionId });
+          return { resource: stored, created: !row || row.deleted };
+        });
+      } catch (err) {
+        if (mode === 'update' && attempt < 2 && sqlState(err) === SqlState.uniqueViolation && !this.db.inTransaction) continue;
+        throw err;
+      }
+    }
+  }
+
+  private inTransaction<T>(fn: (tx: Repository) => Promise<T>): Promise<T> {
+    return this.db.transaction((tx) => fn(tx === this.db ? this : new Repository(tx, this.baseUrl, this.now)));
+  }
+}
+
+export function visible(owner: string | null, scope?: AccessScope): boolean {
+  return !scope || scope.seesAll || owner === null || owner === scope.institution;
+}
+
+function checkIfMatch(ifMatch: string | undefined, current: number): void {
+  if (ifMatch === undefined) return;
+  const m = /^(?:W\/)?"?(\d+)"?$/.exec(ifMatch.trim());
+  if (!m || Number(m[1]) !== current) throw preconditionFailed(`If-Match ${ifMatch} does not match the current version W/"${current}"`);
+}
+
+const INDEX_TABLES = ['search_token', 'search_reference', 'search_date', 'search_string', 'search_compound'];
+
+async function deleteIndexes(db: Db, type: string, id: string): Promise<void> {
+  const ctes = INDEX_TABLES.map((t, i) => `del${i} AS (DELETE FROM ${t} WHERE resource_type = $1 AND id = $2)`);
+  await db.query(`WITH ${ctes.join(', ')} SELECT 1`, [type, id]);
+}
+
+/** The write of one version as one SQL statement: resource row, version row, index rows. */
+function writeStatement(
+  w: { type: string; id: string; versionId: number; lastUpdated: string; stored: Resource; owner: string | null; exists: boolean },
+  rows: IndexRows,
+): { sql: string; params: unknown[] } {
+  const params: unknown[] = w.exists ? [w.type, w.id, w.versionId, w.lastUpdated, w.stored] : [w.type, w.id, w.versionId, w.lastUpdated, w.stored, w.owner];
+  const ctes: string[] = [
+    w.exists
+      ? 'res AS (UPDATE resource SET version_id = $3, last_updated = $4, deleted = false, content = $5 WHERE resource_type = $1 AND id = $2)'
+      : 'res AS (INSERT INTO resource (resource_type, id, version_id, last_updated, deleted, owner, content) VALUES ($1, $2, $3, $4, false, $6::text, $5))',
+    'ver AS (INSERT INTO resource_version (resource_type, id, version_id, last_updated, deleted, content) VALUES ($1, $2, $3, $4, false, $5))',
+  ];
+  if (w.exists) INDEX_TABLES.forEach((t, i) => ctes.push(`del${i} AS (DELETE FROM ${t} WHERE resource_type = $1 AND id = $2)`));
+  const insert = (name: string, table: string, columns: string[], values: unknown[][]) => {
+    if (values.length === 0) return;
+    const tuples = values.map((row) => `($1, $2, ${row.map((v) => (params.push(v), `$${params.length}`)).join(', ')})`);
+    ctes.push(`${name} AS (INSERT INTO ${table} (resource_type, id, ${columns.join(', ')}) VALUES ${tuples.join(', ')})`);
+  };
+  insert('ins_token', 'search_token', ['param', 'system', 'code'], rows.tokens.map((t) => [t.param, t.system, t.code]));
+  insert('ins_reference', 'search_reference', ['param', 'target_type', 'target_id', 'target_url'], rows.references.map((r) => [r.param, r.targetType, r.targetId, r.targetUrl]));
+  insert('ins_date', 'search_date', ['param', 'low', 'high'], rows.dates.map((d) => [d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
+  insert('ins_string', 'search_string', ['param', 'norm', 'exact'], rows.strings.map((x) => [x.param, x.norm, x.exact]));
+  insert('ins_compound', 'search_compound', ['ref', 'code', 'during'], rows.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range)]));
+  return { sql: `WITH ${ctes.join(',\n')} SELECT 1`, params };
+}
+
+/** Inclusive tstzrange literal of a date range. */
+function rangeLiteral(range: { low: number; high: number }): string {
+  return `[${toTimestamp(range.low)},${toTimestamp(range.high)}]`;
+}
+
+
+/** Multi-row INSERT, split to stay under PostgreSQL's 65535 bind parameters. */
+async function insertMany(db: Db, target: string, rows: unknown[][]): Promise<void> {
+  if (rows.length === 0) return;
+  const perRow = rows[0].length;
+  const maxRows = Math.floor(60000 / perRow);
+  for (let i = 0; i < rows.length; i += maxRows) {
+    const part = rows.slice(i, i + maxRows);
+    const params: unknown[] = [];
+    const tuples = part.map((row) => `(${row.map((v) => (params.push(v), `$${params.length}`)).join(', ')})`);
+    await db.query(`INSERT INTO ${target} VALUES ${tuples.join(', ')}`, params);
+  }
+}

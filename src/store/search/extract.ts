@@ -1,0 +1,190 @@
+import type { Resource } from '@medplum/fhirtypes';
+import { evalFhirPathTyped, toTypedValue, type TypedValue } from '../../fhir/medplum';
+import { parseDateRange, periodRange, type DateRange } from './dates';
+import { COMPOUND_INDEXES, searchParams, type SearchParamDef } from './parameters';
+
+export interface TokenRow {
+  param: string;
+  system: string | null;
+  code: string | null;
+}
+export interface ReferenceRow {
+  param: string;
+  targetType: string | null;
+  targetId: string | null;
+  targetUrl: string;
+}
+export interface DateRow {
+  param: string;
+  range: DateRange;
+}
+export interface StringRow {
+  param: string;
+  norm: string;
+  exact: string;
+}
+export interface CompoundRow {
+  ref: string;
+  code: string;
+  range: DateRange;
+}
+export interface IndexRows {
+  tokens: TokenRow[];
+  references: ReferenceRow[];
+  dates: DateRow[];
+  strings: StringRow[];
+  compounds: CompoundRow[];
+}
+
+/**
+ * Index rows of one resource: every search parameter of its type evaluated with its FHIRPath
+ * expression (issue 2 point 2: no hand-written per-field extraction).
+ */
+export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRows {
+  const rows: IndexRows = { tokens: [], references: [], dates: [], strings: [], compounds: [] };
+  const root = [toTypedValue(resource)];
+  for (const def of searchParams(resource.resourceType).values()) {
+    if (def.code === '_id' || def.code === '_lastUpdated') continue;
+    let values: TypedValue[];
+    try {
+      values = evalFhirPathTyped(def.expression, root);
+    } catch {
+      continue;
+    }
+    if (values.length === 0) continue;
+    switch (def.type) {
+      case 'token':
+        for (const v of values) pushTokens(rows.tokens, def.code, v);
+        break;
+      case 'uri':
+        for (const v of values) if (typeof v.value === 'string') rows.tokens.push({ param: def.code, system: null, code: v.value });
+        break;
+      case 'reference':
+        for (const v of values) pushReference(rows.references, def.code, v, baseUrl);
+        break;
+      case 'date':
+        for (const v of values) {
+          const range = dateRangeOf(v);
+          if (range) rows.dates.push({ param: def.code, range });
+        }
+        break;
+      case 'string':
+        for (const v of values) for (const s of stringsOf(v)) rows.strings.push({ param: def.code, norm: normalizeString(s), exact: s });
+        break;
+      case 'composite':
+        pushComposite(rows.tokens, def, values);
+        break;
+      default:
+        break;
+    }
+  }
+  const compound = COMPOUND_INDEXES[resource.resourceType];
+  if (compound) {
+    for (const r of rows.references) {
+      if (r.param !== compound.reference || !r.targetType || !r.targetId) continue;
+      for (const t of rows.tokens) {
+        if (t.param !== compound.token || t.code === null) continue;
+        for (const d of rows.dates) if (d.param === compound.date) rows.compounds.push({ ref: `${r.targetType}/${r.targetId}`, code: t.code, range: d.range });
+      }
+    }
+  }
+  return dedupe(rows);
+}
+
+function pushTokens(out: TokenRow[], param: string, v: TypedValue): void {
+  const value = v.value as Record<string, unknown> | string | boolean | number | undefined;
+  if (value === undefined || value === null) return;
+  if (typeof value !== 'object') {
+    out.push({ param, system: null, code: String(value) });
+    return;
+  }
+  switch (v.type) {
+    case 'CodeableConcept':
+      for (const c of (value.coding as { system?: string; code?: string }[] | undefined) ?? []) out.push({ param, system: c.system ?? null, code: c.code ?? null });
+      break;
+    case 'Coding':
+      out.push({ param, system: (value.system as string) ?? null, code: (value.code as string) ?? null });
+      break;
+    case 'Identifier':
+    case 'ContactPoint':
+      out.push({ param, system: (value.system as string) ?? null, code: (value.value as string) ?? null });
+      break;
+    default:
+      if ('code' in value) out.push({ param, system: (value.system as string) ?? null, code: String(value.code) });
+  }
+}
+
+/** `Type/id`, `Type/id/_history/n`, or an absolute URL ending in `Type/id`. */
+const REF_RE = /(?:^|\/)([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/;
+
+export function parseReference(reference: string): { type: string; id: string } | undefined {
+  const m = REF_RE.exec(reference);
+  return m ? { type: m[1], id: m[2] } : undefined;
+}
+
+function pushReference(out: ReferenceRow[], param: string, v: TypedValue, baseUrl?: string): void {
+  const value = v.value as { reference?: string; type?: string } | string | undefined;
+  if (!value) return;
+  const reference = typeof value === 'string' ? value : value.reference;
+  if (!reference) return;
+  const local = baseUrl && reference.startsWith(`${baseUrl}/`) ? reference.slice(baseUrl.length + 1) : reference;
+  const parsed = parseReference(local);
+  out.push({ param, targetType: parsed?.type ?? null, targetId: parsed?.id ?? null, targetUrl: reference });
+}
+
+function dateRangeOf(v: TypedValue): DateRange | undefined {
+  const value = v.value as unknown;
+  if (typeof value === 'string') return parseDateRange(value);
+  if (value && typeof value === 'object') {
+    const o = value as { start?: string; end?: string };
+    if (v.type === 'Period' || 'start' in o || 'end' in o) return periodRange(o.start, o.end);
+  }
+  return undefined;
+}
+
+function stringsOf(v: TypedValue): string[] {
+  const value = v.value as unknown;
+  if (typeof value === 'string') return [value];
+  if (!value || typeof value !== 'object') return [];
+  const out: string[] = [];
+  const o = value as Record<string, unknown>;
+  // HumanName and Address: every textual part is searchable.
+  for (const key of ['text', 'family', 'given', 'prefix', 'suffix', 'line', 'city', 'district', 'state', 'postalCode', 'country']) {
+    const part = o[key];
+    if (typeof part === 'string') out.push(part);
+    else if (Array.isArray(part)) out.push(...part.filter((p): p is string => typeof p === 'string'));
+  }
+  return out;
+}
+
+/** Lower case without diacritics: FHIR string search is case- and accent-insensitive. */
+export function normalizeString(s: string): string {
+  return s
+    .normalize('NFD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase();
+}
+
+/**
+ * token$token composites (e.g. `context-type-value`): one row per component pair, stored as
+ * system = `system|code` of the first and code = `system|code` of the second.
+ */
+function pushComposite(out: TokenRow[], def: SearchParamDef, bases: TypedValue[]): void {
+  if (!def.components || def.components.length !== 2) return;
+  for (const base of bases) {
+    const first: TokenRow[] = [];
+    const second: TokenRow[] = [];
+    try {
+      for (const v of evalFhirPathTyped(def.components[0], [base])) pushTokens(first, def.code, v);
+      for (const v of evalFhirPathTyped(def.components[1], [base])) pushTokens(second, def.code, v);
+    } catch {
+      continue;
+    }
+    for (const a of first) for (const b of second) out.push({ param: def.code, system: `${a.system ?? ''}|${a.code ?? ''}`, code: `${b.system ?? ''}|${b.code ?? ''}` });
+  }
+}
+
+function dedupe(rows: IndexRows): IndexRows {
+  const uniq = <T>(xs: T[]) => [...new Map(xs.map((x) => [JSON.stringify(x), x])).values()];
+  return { tokens: uniq(rows.tokens), references: uniq(rows.references), dates: uniq(rows.dates), strings: uniq(rows.strings), compounds: uniq(rows.compounds) };
+}

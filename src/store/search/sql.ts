@@ -1,0 +1,363 @@
+import type { Resource } from '@medplum/fhirtypes';
+import type { Db } from '../db';
+import type { AccessScope } from '../repository';
+import { parseDateRange, toTimestamp, type DateRange } from './dates';
+import { normalizeString, parseReference } from './extract';
+import { COMPOUND_INDEXES, searchParam } from './parameters';
+import { splitDatePrefix, type Filter, type IncludeSpec, type SearchRequest } from './request';
+
+export type { SearchRequest } from './request';
+
+export interface SearchResult {
+  resources: Resource[];
+  total: number;
+  included: Resource[];
+}
+
+interface Ctx {
+  params: unknown[];
+  scope?: AccessScope;
+  now: Date;
+  baseUrl: string;
+  aliases?: number;
+}
+
+/** Parameter placeholder for a value. */
+function p(ctx: Ctx, value: unknown): string {
+  ctx.params.push(value);
+  return `$${ctx.params.length}`;
+}
+
+/** Table aliases numbered per query, so one query shape always has the same SQL text. */
+function alias(ctx: Ctx, prefix: string): string {
+  ctx.aliases = (ctx.aliases ?? 0) + 1;
+  return `${prefix}${ctx.aliases}`;
+}
+
+/** Filter kinds that can drive a search through a lookup index, most selective first. */
+const DRIVER_PRIORITY: Record<string, number> = { reference: 0, token: 1, uri: 1, composite: 2, string: 3, date: 4 };
+
+/**
+ * Translates a parsed search into SQL on the index tables, runs it, and loads includes.
+ *
+ * Plan: the most selective plain filter (a reference beats a token beats a date) yields the
+ * candidate ids through its lookup index; every other filter is an `EXISTS` probe per candidate
+ * (`OFFSET 0` keeps PostgreSQL from turning probes into hash joins over whole index tables, which
+ * it prefers on its estimates and which costs far more for the typical ISiK slot query). Matches
+ * are counted and paged in one statement, and only the page's rows are read from `resource`.
+ */
+export async function executeSearch(db: Db, request: SearchRequest, opts: { scope?: AccessScope; now: Date; baseUrl: string }): Promise<SearchResult> {
+  const ctx: Ctx = { params: [], scope: opts.scope, now: opts.now, baseUrl: opts.baseUrl };
+  const typeParam = p(ctx, request.resourceType);
+  const compound = compoundDriver(ctx, request, typeParam);
+  const covered = compound?.covered ?? new Set<number>();
+  const driverIndex = compound ? -1 : pickDriver(request);
+  let source: string;
+  const where: string[] = [];
+  if (compound) {
+    source = compound.source;
+    const owner = scopeSql(ctx, 'o');
+    if (owner) where.push(`EXISTS (SELECT 1 FROM resource o WHERE o.resource_type = r.resource_type AND o.id = r.id AND ${owner} OFFSET 0)`);
+  } else if (driverIndex >= 0) {
+    const driver = request.filters[driverIndex];
+    const def = searchParam(request.resourceType, driver.param)!;
+    const d = alias(ctx, 'd');
+    const values = driver.values.map((v) => valueCondition(ctx, def.type, d, v, driver.modifier)).join(driver.allOf ? ' AND ' : ' OR ');
+    source = `(SELECT DISTINCT ${d}.resource_type, ${d}.id FROM ${tableOf(def.type)} ${d} WHERE ${d}.resource_type = ${typeParam} AND ${d}.param = ${p(ctx, driver.param)} AND (${values})) r`;
+    const owner = scopeSql(ctx, 'o');
+    if (owner) where.push(`EXISTS (SELECT 1 FROM resource o WHERE o.resource_type = r.resource_type AND o.id = r.id AND ${owner} OFFSET 0)`);
+  } else {
+    source = 'resource r';
+    where.push(`r.resource_type = ${typeParam}`, 'NOT r.deleted');
+    const owner = scopeSql(ctx, 'r');
+    if (owner) where.push(owner);
+  }
+  request.filters.forEach((filter, i) => {
+    if (i !== driverIndex && !covered.has(i)) where.push(filterSql(ctx, request.resourceType, 'r', filter));
+  });
+  const matches = `SELECT r.resource_type, r.id FROM ${source}${where.length ? ` WHERE ${where.join(' AND ')}` : ''}`;
+  const order = [...request.sort.map((s) => sortSql(ctx, request.resourceType, s.param, s.descending)), 'm.id'].join(', ');
+  const limit = request.totalOnly ? 0 : request.count;
+  const { rows } = await db.query<{ total: string | number; content: Resource | null }>(
+    `WITH m AS MATERIALIZED (${matches}),
+          page AS (SELECT m.resource_type, m.id, row_number() OVER (ORDER BY ${order}) AS n FROM m ORDER BY ${order} LIMIT ${p(ctx, limit)} OFFSET ${p(ctx, request.offset)})
+     SELECT (SELECT count(*) FROM m) AS total, res.content
+       FROM (SELECT 1) one
+       LEFT JOIN page ON true
+       LEFT JOIN resource res ON res.resource_type = page.resource_type AND res.id = page.id
+      ORDER BY page.n`,
+    ctx.params,
+    { prepare: true },
+  );
+  const total = Number(rows[0]?.total ?? 0);
+  const resources = rows.map((row) => row.content).filter((c): c is Resource => c !== null);
+  const included = await loadIncludes(db, opts, request, resources);
+  return { resources, total, included };
+}
+
+/**
+ * The compound (reference, token, date) index as driver, when the request filters on its
+ * reference with one local target and on its date (and optionally on its token with one plain
+ * code): one GiST scan yields exactly the matches of those filters, which then need no probes.
+ */
+function compoundDriver(ctx: Ctx, request: SearchRequest, typeParam: string): { source: string; covered: Set<number> } | undefined {
+  const cfg = COMPOUND_INDEXES[request.resourceType];
+  if (!cfg) return undefined;
+  const plain = (f: Filter) => !f.chain.length && !f.has && !f.modifier;
+  const refIndex = request.filters.findIndex((f) => f.param === cfg.reference && plain(f) && f.values.length === 1);
+  const dateIndex = request.filters.findIndex((f) => f.param === cfg.date && plain(f) && (f.allOf || f.values.length === 1));
+  if (refIndex < 0 || dateIndex < 0) return undefined;
+  const ref = localReference(ctx, request.resourceType, cfg.reference, request.filters[refIndex].values[0]);
+  if (!ref) return undefined;
+  const tokenIndex = request.filters.findIndex((f) => f.param === cfg.token && plain(f) && f.values.length === 1 && !f.values[0].includes('|'));
+  const c = alias(ctx, 'c');
+  const dates = request.filters[dateIndex].values;
+  const window = boundingWindow(dates);
+  const conditions = [
+    `${c}.resource_type = ${typeParam}`,
+    `${c}.ref = ${p(ctx, ref)}`,
+    ...(tokenIndex >= 0 ? [`${c}.code = ${p(ctx, request.filters[tokenIndex].values[0])}`] : []),
+    `${c}.during && tstzrange(${p(ctx, toTimestamp(window.low))}::timestamptz, ${p(ctx, toTimestamp(window.high))}::timestamptz, '[]')`,
+    ...dates.map((v) => dateCondition(ctx, `lower(${c}.during)`, `upper(${c}.during)`, v)),
+  ];
+  const covered = new Set([refIndex, dateIndex, ...(tokenIndex >= 0 ? [tokenIndex] : [])]);
+  return { source: `(SELECT DISTINCT ${c}.resource_type, ${c}.id FROM search_compound ${c} WHERE ${conditions.join(' AND ')}) r`, covered };
+}
+
+/** `Type/id` of a reference search value that points into this repository, else undefined. */
+function localReference(ctx: Ctx, type: string, param: string, value: string): string | undefined {
+  const local = value.startsWith(`${ctx.baseUrl}/`) ? value.slice(ctx.baseUrl.length + 1) : value;
+  if (/^[a-z]+:/i.test(local)) return undefined;
+  const parsed = parseReference(local);
+  if (parsed && local.includes('/')) return `${parsed.type}/${parsed.id}`;
+  const targets = searchParam(type, param)?.target ?? [];
+  return targets.length === 1 && /^[A-Za-z0-9\-.]{1,64}$/.test(local) ? `${targets[0]}/${local}` : undefined;
+}
+
+/** The smallest range every value of an AND-ed date filter confines matches to (index bound). */
+function boundingWindow(values: string[]): DateRange {
+  let low = -Infinity;
+  let high = Infinity;
+  for (const raw of values) {
+    const [prefix, v] = splitDatePrefix(raw);
+    const r = parseDateRange(v) as DateRange;
+    if (prefix === 'ge') low = Math.max(low, r.low);
+    else if (prefix === 'gt' || prefix === 'sa') low = Math.max(low, r.high);
+    else if (prefix === 'le') high = Math.min(high, r.high);
+    else if (prefix === 'lt' || prefix === 'eb') high = Math.min(high, r.low);
+    else if (prefix === 'eq') {
+      low = Math.max(low, r.low);
+      high = Math.min(high, r.high);
+    }
+  }
+  return high < low ? { low: high, high: high } : { low, high };
+}
+
+/** Index of the filter that yields candidates, or -1 to scan the type's resources. */
+function pickDriver(request: SearchRequest): number {
+  let best = -1;
+  let bestRank = Infinity;
+  request.filters.forEach((f, i) => {
+    if (f.chain.length || f.has || f.modifier === 'not' || f.modifier === 'missing' || f.param === '_id' || f.param === '_lastUpdated') return;
+    const def = searchParam(request.resourceType, f.param);
+    const rank = def ? DRIVER_PRIORITY[def.type] : undefined;
+    if (rank !== undefined && rank < bestRank) {
+      best = i;
+      bestRank = rank;
+    }
+  });
+  return best;
+}
+
+function tableOf(type: string): string {
+  return type === 'reference' ? 'search_reference' : type === 'date' ? 'search_date' : type === 'string' ? 'search_string' : 'search_token';
+}
+
+function scopeSql(ctx: Ctx, r: string): string {
+  if (!ctx.scope || ctx.scope.seesAll) return '';
+  return `(${r}.owner IS NULL OR ${r}.owner = ${p(ctx, ctx.scope.institution)})`;
+}
+
+/** A boolean SQL expression: does resource `r` (alias of a `resource` row) match the filter. */
+function filterSql(ctx: Ctx, type: string, r: string, filter: Filter): string {
+  if (filter.has) {
+    const h = alias(ctx, 'h');
+    const hr = alias(ctx, 'hr');
+    const inner = filterSql(ctx, filter.has.type, hr, { ...filter, has: undefined });
+    return `EXISTS (SELECT 1 FROM search_reference ${h} JOIN resource ${hr} ON ${hr}.resource_type = ${h}.resource_type AND ${hr}.id = ${h}.id AND NOT ${hr}.deleted
+      WHERE ${h}.resource_type = ${p(ctx, filter.has.type)} AND ${h}.param = ${p(ctx, filter.has.param)} AND ${h}.target_type = ${r}.resource_type AND ${h}.target_id = ${r}.id
+      ${andIf(scopeSql(ctx, hr))} AND ${inner})`;
+  }
+  if (filter.chain.length > 0) {
+    const [link, ...rest] = filter.chain;
+    const c = alias(ctx, 'c');
+    const t = alias(ctx, 't');
+    const inner = filterSql(ctx, link.targetType!, t, { ...filter, chain: rest });
+    return `EXISTS (SELECT 1 FROM search_reference ${c} JOIN resource ${t} ON ${t}.resource_type = ${c}.target_type AND ${t}.id = ${c}.target_id AND NOT ${t}.deleted
+      WHERE ${c}.resource_type = ${r}.resource_type AND ${c}.id = ${r}.id AND ${c}.param = ${p(ctx, link.param)} AND ${c}.target_type = ${p(ctx, link.targetType)}
+      ${andIf(scopeSql(ctx, t))} AND ${inner})`;
+  }
+  return paramSql(ctx, type, r, filter);
+}
+
+const andIf = (sql: string) => (sql ? `AND ${sql}` : '');
+
+function paramSql(ctx: Ctx, type: string, r: string, filter: Filter): string {
+  const { param, modifier, values } = filter;
+  if (param === '_id') {
+    if (modifier === 'missing') return values[0] === 'true' ? 'false' : 'true';
+    const sql = `${r}.id = ANY(${p(ctx, values)})`;
+    return modifier === 'not' ? `NOT (${sql})` : sql;
+  }
+  if (param === '_lastUpdated') {
+    const conditions = values.map((v) => dateCondition(ctx, 'lu.last_updated', 'lu.last_updated', v)).join(' OR ');
+    return `EXISTS (SELECT 1 FROM resource lu WHERE lu.resource_type = ${r}.resource_type AND lu.id = ${r}.id AND (${conditions}) OFFSET 0)`;
+  }
+  const def = searchParam(type, param)!;
+  const table = tableOf(def.type);
+  const x = alias(ctx, 'x');
+  const exists = (condition: string) =>
+    `EXISTS (SELECT 1 FROM ${table} ${x} WHERE ${x}.resource_type = ${r}.resource_type AND ${x}.id = ${r}.id AND ${x}.param = ${p(ctx, param)}${condition ? ` AND (${condition})` : ''} OFFSET 0)`;
+  if (modifier === 'missing') return values[0] === 'true' ? `NOT ${exists('')}` : exists('');
+  const conditions = values.map((v) => valueCondition(ctx, def.type, x, v, modifier));
+  if (filter.allOf) return exists(conditions.join(' AND '));
+  // `:not` matches resources with no matching value, including those without the element.
+  if (modifier === 'not') return `NOT ${exists(conditions.join(' OR '))}`;
+  return exists(conditions.join(' OR '));
+}
+
+function valueCondition(ctx: Ctx, type: string, x: string, value: string, modifier?: string): string {
+  switch (type) {
+    case 'token':
+      return tokenCondition(ctx, x, value);
+    case 'uri':
+      if (modifier === 'below') return `${x}.code LIKE ${p(ctx, `${escapeLike(value)}%`)}`;
+      if (modifier === 'above') return `${p(ctx, value)} LIKE (${x}.code || '%')`;
+      return `${x}.code = ${p(ctx, value)}`;
+    case 'string':
+      if (modifier === 'exact') return `${x}.exact = ${p(ctx, value)}`;
+      if (modifier === 'contains') return `${x}.norm LIKE ${p(ctx, `%${escapeLike(normalizeString(value))}%`)}`;
+      return `${x}.norm LIKE ${p(ctx, `${escapeLike(normalizeString(value))}%`)}`;
+    case 'reference':
+      return referenceCondition(ctx, x, value, modifier);
+    case 'date':
+      return dateCondition(ctx, `${x}.low`, `${x}.high`, value);
+    case 'composite':
+      return compositeCondition(ctx, x, value);
+    default:
+      return 'false';
+  }
+}
+
+/** `system|code`, `code`, `|code` (no system), `system|` (any code in system). */
+function tokenCondition(ctx: Ctx, x: string, value: string): string {
+  const bar = value.indexOf('|');
+  if (bar < 0) return `${x}.code = ${p(ctx, value)}`;
+  const system = value.slice(0, bar);
+  const code = value.slice(bar + 1);
+  if (system === '') return `${x}.system IS NULL AND ${x}.code = ${p(ctx, code)}`;
+  if (code === '') return `${x}.system = ${p(ctx, system)}`;
+  return `${x}.system = ${p(ctx, system)} AND ${x}.code = ${p(ctx, code)}`;
+}
+
+/** token$token: each side as a token (`code`, `system|code`, `|code`) against `system|code` pairs. */
+function compositeCondition(ctx: Ctx, x: string, value: string): string {
+  const [a, b] = value.split('$');
+  if (b === undefined) return 'false';
+  const side = (col: string, v: string) => (v.includes('|') ? `${col} = ${p(ctx, v.startsWith('|') ? v : v)}` : `${col} LIKE ${p(ctx, `%|${escapeLike(v)}`)}`);
+  return `${side(`${x}.system`, a)} AND ${side(`${x}.code`, b)}`;
+}
+
+/** `Type/id`, bare `id` (with an optional `:Type` modifier), or an absolute URL. */
+function referenceCondition(ctx: Ctx, x: string, value: string, typeModifier?: string): string {
+  const local = value.startsWith(`${ctx.baseUrl}/`) ? value.slice(ctx.baseUrl.length + 1) : value;
+  if (/^https?:\/\//.test(local) || local.startsWith('urn:')) return `${x}.target_url = ${p(ctx, value)}`;
+  const parsed = parseReference(local);
+  if (parsed && local.includes('/')) return `${x}.target_type = ${p(ctx, parsed.type)} AND ${x}.target_id = ${p(ctx, parsed.id)}`;
+  const typed = typeModifier ? ` AND ${x}.target_type = ${p(ctx, typeModifier)}` : '';
+  return `${x}.target_id = ${p(ctx, local)}${typed}`;
+}
+
+/**
+ * FHIR date prefixes with precision semantics: the search value is the range its precision
+ * implies; eq = the resource's range lies within it, ap = within 10% of the distance to now.
+ */
+function dateCondition(ctx: Ctx, lowCol: string, highCol: string, raw: string): string {
+  const [prefix, v] = splitDatePrefix(raw);
+  const range = parseDateRange(v) as DateRange;
+  const lo = () => `${p(ctx, toTimestamp(range.low))}::timestamptz`;
+  const hi = () => `${p(ctx, toTimestamp(range.high))}::timestamptz`;
+  switch (prefix) {
+    case 'eq':
+      return `(${lowCol} >= ${lo()} AND ${highCol} <= ${hi()})`;
+    case 'ne':
+      return `NOT (${lowCol} >= ${lo()} AND ${highCol} <= ${hi()})`;
+    case 'gt':
+      return `${highCol} > ${hi()}`;
+    case 'lt':
+      return `${lowCol} < ${lo()}`;
+    case 'ge':
+      return `${highCol} >= ${lo()}`;
+    case 'le':
+      return `${lowCol} <= ${hi()}`;
+    case 'sa':
+      return `${lowCol} > ${hi()}`;
+    case 'eb':
+      return `${highCol} < ${lo()}`;
+    case 'ap': {
+      const delta = Math.max(Math.abs(ctx.now.getTime() - range.low) * 0.1, 86400000);
+      return `(${lowCol} <= ${p(ctx, toTimestamp(range.high + delta))}::timestamptz AND ${highCol} >= ${p(ctx, toTimestamp(range.low - delta))}::timestamptz)`;
+    }
+    default:
+      return 'false';
+  }
+}
+
+function sortSql(ctx: Ctx, type: string, param: string, descending: boolean): string {
+  const dir = descending ? 'DESC' : 'ASC';
+  if (param === '_id') return `m.id ${dir}`;
+  if (param === '_lastUpdated') return `(SELECT lu.last_updated FROM resource lu WHERE lu.resource_type = m.resource_type AND lu.id = m.id) ${dir}`;
+  const def = searchParam(type, param)!;
+  const agg = descending ? 'max' : 'min';
+  const [table, col] =
+    def.type === 'date'
+      ? ['search_date', descending ? 'high' : 'low']
+      : def.type === 'string'
+        ? ['search_string', 'norm']
+        : def.type === 'reference'
+          ? ['search_reference', 'target_url']
+          : ['search_token', 'code'];
+  return `(SELECT ${agg}(s.${col}) FROM ${table} s WHERE s.resource_type = m.resource_type AND s.id = m.id AND s.param = ${p(ctx, param)}) ${dir} NULLS LAST`;
+}
+
+function escapeLike(s: string): string {
+  return s.replace(/[\\%_]/g, (c) => `\\${c}`);
+}
+
+async function loadIncludes(db: Db, opts: { scope?: AccessScope }, request: SearchRequest, matches: Resource[]): Promise<Resource[]> {
+  if (matches.length === 0 || (request.include.length === 0 && request.revinclude.length === 0)) return [];
+  const ids = matches.map((m) => m.id as string);
+  const seen = new Set(matches.map((m) => `${m.resourceType}/${m.id}`));
+  const out: Resource[] = [];
+  const run = async (spec: IncludeSpec, reverse: boolean) => {
+    const ctx: Ctx = { params: [], scope: opts.scope, now: new Date(), baseUrl: '' };
+    const join = reverse ? 'i.resource_type = x.resource_type AND i.id = x.id' : 'i.resource_type = x.target_type AND i.id = x.target_id';
+    const match = reverse
+      ? `x.resource_type = ${p(ctx, spec.type)} AND x.param = ${p(ctx, spec.param)} AND x.target_type = ${p(ctx, request.resourceType)} AND x.target_id = ANY(${p(ctx, ids)})`
+      : `x.resource_type = ${p(ctx, spec.type)} AND x.param = ${p(ctx, spec.param)} AND x.id = ANY(${p(ctx, ids)})${spec.targetType ? ` AND x.target_type = ${p(ctx, spec.targetType)}` : ''}`;
+    const { rows } = await db.query<{ content: Resource }>(
+      `SELECT DISTINCT i.resource_type, i.id, i.content FROM search_reference x JOIN resource i ON ${join} WHERE ${match} AND NOT i.deleted ${andIf(scopeSql(ctx, 'i'))}`,
+      ctx.params,
+    );
+    for (const row of rows) {
+      const key = `${row.content.resourceType}/${row.content.id}`;
+      if (!seen.has(key)) {
+        seen.add(key);
+        out.push(row.content);
+      }
+    }
+  };
+  for (const spec of request.include) await run(spec, false);
+  for (const spec of request.revinclude) await run(spec, true);
+  return out;
+}

@@ -1,0 +1,90 @@
+import crypto from 'node:crypto';
+import type { Bundle, OperationDefinition } from '@medplum/fhirtypes';
+import type { Operation } from '../../fhir/operations/registry';
+import { badRequest } from '../../fhir/outcomes';
+import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../../fhir/request';
+import type { Repository } from '../../store/repository';
+import { BACKPORT } from '../backport';
+import { readChannels } from '../channel-store';
+import { statusParameters } from '../status-parameters';
+import type { Subscription } from '@medplum/fhirtypes';
+
+const definition = {
+  resourceType: 'OperationDefinition',
+  id: 'backport-subscription-status',
+  url: BACKPORT.statusOperation,
+  name: 'R5SubscriptionStatus',
+  status: 'active',
+  kind: 'operation',
+  code: 'status',
+  resource: ['Subscription'],
+  system: false,
+  type: true,
+  instance: true,
+  affectsState: false,
+  parameter: [
+    { name: 'id', use: 'in', min: 0, max: '*', type: 'id' },
+    { name: 'status', use: 'in', min: 0, max: '*', type: 'code' },
+    { name: 'return', use: 'out', min: 1, max: '1', type: 'Bundle' },
+  ],
+} as const satisfies OperationDefinition;
+
+/** Subscriptions one `$status` call reports on at most (type level). */
+const MAX_STATUS = 1000;
+
+/**
+ * `$status` (backport IG Operations): instance level the one Subscription, type level every
+ * Subscription the caller may read, optionally narrowed by `id` and `status` (OR within each).
+ * Answers a `searchset` Bundle of status Parameters (`type` = `query-status`).
+ */
+export const statusOperation: Operation = {
+  definition: { ...definition, resource: [...definition.resource], parameter: definition.parameter.map((p) => ({ ...p })) },
+  resourceTypes: ['Subscription'],
+  allowGet: true,
+  handler: (req, env, target) => status(req, env, target.id),
+};
+
+async function status(req: FhirRequest, env: FhirEnv, id: string | undefined): Promise<FhirResponse> {
+  const subs = id ? [await env.repo.read<Subscription>('Subscription', id, scopeOf(req.identity))] : await visibleSubscriptions(req, env.repo);
+  const channels = new Map((await readChannels(env.repo.db, subs.map((s) => s.id as string))).map((c) => [c.id, c]));
+  const entry = subs.map((s) => {
+    const c = channels.get(s.id as string);
+    return {
+      fullUrl: `urn:uuid:${crypto.randomUUID()}`,
+      resource: statusParameters({
+        baseUrl: env.baseUrl,
+        subscriptionId: s.id as string,
+        topic: s.criteria,
+        status: s.status,
+        type: 'query-status',
+        eventsSinceStart: c?.eventsSinceStart ?? 0,
+        errorCode: c?.errorCode,
+      }),
+      search: { mode: 'match' as const },
+    };
+  });
+  const bundle: Bundle = { resourceType: 'Bundle', type: 'searchset', total: entry.length, entry };
+  return { status: 200, body: bundle };
+}
+
+async function visibleSubscriptions(req: FhirRequest, repo: Repository): Promise<Subscription[]> {
+  const ids = values(req, 'id');
+  const statuses = values(req, 'status');
+  for (const s of statuses) if (!['requested', 'active', 'error', 'off'].includes(s)) throw badRequest(`status "${s}" is not a Subscription status`, 'status');
+  const filters = [];
+  if (ids.length) filters.push({ chain: [], param: '_id', values: ids });
+  if (statuses.length) filters.push({ chain: [], param: 'status', values: statuses });
+  const found = await repo.search(
+    { resourceType: 'Subscription', filters, count: MAX_STATUS, offset: 0, sort: [], include: [], revinclude: [], totalOnly: false },
+    scopeOf(req.identity),
+  );
+  return found.resources as Subscription[];
+}
+
+/** A parameter from the query or a Parameters body, repeated and comma-joined values alike. */
+function values(req: FhirRequest, name: string): string[] {
+  const fromQuery = req.query.filter(([n]) => n === name).map(([, v]) => v);
+  const body = req.body as { resourceType?: string; parameter?: { name: string; valueId?: string; valueCode?: string; valueString?: string }[] } | undefined;
+  const fromBody = body?.resourceType === 'Parameters' ? (body.parameter ?? []).filter((p) => p.name === name).map((p) => p.valueId ?? p.valueCode ?? p.valueString ?? '') : [];
+  return [...fromQuery, ...fromBody].flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+}

@@ -1,0 +1,28 @@
+import request from 'supertest';
+import { createApp } from '../src/app';
+import { createTestContext } from './helpers/context';
+import type { AppContext } from '../src/context';
+
+describe('app shell', () => {
+  let ctx: AppContext;
+  beforeAll(async () => {
+    ctx = await createTestContext();
+  });
+  afterAll(() => ctx.db.close());
+
+  test('health and readiness answer with the API version header', async () => {
+    const app = createApp(ctx);
+    const health = await request(app).get('/healthz');
+    expect(health.status).toBe(200);
+    expect(health.headers['svc-api-version']).toMatch(/^\d+\.\d+\.\d+/);
+    const ready = await request(app).get('/readyz');
+    expect(ready.status).toBe(200);
+    expect(ready.body).toEqual({ status: 'ready' });
+  });
+
+  test('an unknown path answers 404 with the error object', async () => {
+    const res = await request(createApp(ctx)).get('/nope');
+    expect(res.status).toBe(404);
+    expect(res.body.error).toBe('resource_not_found');
+  });
+});

@@ -1,0 +1,133 @@
+import express from 'express';
+import request from 'supertest';
+import { API_VERSION, guardRouter } from '../../src/guard';
+import { guardHarness, type Harness } from './helpers/harness';
+
+/** Discovery documents (seed 000 2.3, CONTRACT 3, issue 5 point 2) and versioning (point 11). */
+let h: Harness;
+beforeAll(async () => {
+  h = await guardHarness();
+});
+afterAll(() => h.close());
+
+describe('RFC 8414 authorization-server metadata', () => {
+  test('names every guard endpoint under /svc/v1 (ZETA row 2)', async () => {
+    const res = await request(h.app).get('/.well-known/oauth-authorization-server');
+    expect(res.status).toBe(200);
+    expect(res.headers['content-type']).toMatch(/application\/json/);
+    expect(res.headers['svc-api-version']).toBe(API_VERSION);
+    expect(res.headers['cache-control']).toMatch(/^public, max-age=\d+$/);
+    expect(res.body).toMatchObject({
+      issuer: h.publicUrl,
+      token_endpoint: `${h.publicUrl}/svc/v1/token`,
+      nonce_endpoint: `${h.publicUrl}/svc/v1/nonce`,
+      registration_endpoint: `${h.publicUrl}/svc/v1/register`,
+      revocation_endpoint: `${h.publicUrl}/svc/v1/revoke`,
+      jwks_uri: `${h.publicUrl}/svc/v1/jwks`,
+      grant_types_supported: ['urn:ietf:params:oauth:grant-type:token-exchange', 'refresh_token'],
+      token_endpoint_auth_methods_supported: ['private_key_jwt'],
+      token_endpoint_auth_signing_alg_values_supported: ['ES256'],
+      dpop_signing_alg_values_supported: ['ES256'],
+      api_versions_supported: [{ major_version: 1, version: API_VERSION, status: 'stable', documentation_uri: `${h.publicUrl}/svc/v1` }],
+    });
+    expect(res.body.scopes_supported).toContain('system/*.cruds');
+  });
+
+  test('the jwks_uri answers the ES256 signing key with Cache-Control (ZETA row 2)', async () => {
+    const meta = (await request(h.app).get('/.well-known/oauth-authorization-server')).body;
+    const res = await request(h.app).get(new URL(meta.jwks_uri).pathname);
+    expect(res.status).toBe(200);
+    expect(res.headers['cache-control']).toMatch(/^public, max-age=\d+$/);
+    expect(res.body.keys.length).toBeGreaterThanOrEqual(1);
+    expect(res.body.keys[0]).toMatchObject({ kty: 'EC', crv: 'P-256', alg: 'ES256', use: 'sig' });
+    expect(res.body.keys[0].kid).toEqual(expect.any(String));
+    expect(res.body.keys[0].d).toBeUndefined();
+  });
+});
+
+describe('RFC 9728 protected-resource metadata', () => {
+  test.each(['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/fhir'])('%s names the FHIR base and one AS (ZETA row 1)', async (path) => {
+    const res = await request(h.app).get(path);
+    expect(res.status).toBe(200);
+    expect(res.headers['cache-control']).toMatch(/^public, max-age=\d+$/);
+    expect(res.body).toMatchObject({
+      resource: `${h.publicUrl}/fhir`,
+      authorization_servers: [h.publicUrl],
+      dpop_signing_alg_values_supported: ['ES256'],
+      dpop_bound_access_tokens_required: true,
+      bearer_methods_supported: ['header'],
+      svc_asl_use: 'not_supported',
+      api_versions_supported: [{ major_version: 1, version: API_VERSION, status: 'stable', documentation_uri: `${h.publicUrl}/svc/v1` }],
+    });
+    expect(res.body.scopes_supported).toContain('system/Appointment.crus');
+  });
+});
+
+describe.each(['/.well-known/oauth-authorization-server', '/.well-known/oauth-protected-resource', '/svc/v1/jwks'])('caching of %s', (path) => {
+  test('a matching If-None-Match is 304 with an empty body and the same ETag (ZETA row 3)', async () => {
+    const first = await request(h.app).get(path);
+    const etag = first.headers.etag;
+    expect(etag).toMatch(/^"[A-Za-z0-9_-]+"$/);
+    const second = await request(h.app).get(path).set('If-None-Match', etag);
+    expect(second.status).toBe(304);
+    expect(second.text).toBe('');
+    expect(second.headers.etag).toBe(etag);
+    const weak = await request(h.app).get(path).set('If-None-Match', `W/${etag}`);
+    expect(weak.status).toBe(304);
+  });
+
+  test('an unknown If-None-Match is 200 with the same body and ETag (ZETA row 4)', async () => {
+    const first = await request(h.app).get(path);
+    const res = await request(h.app).get(path).set('If-None-Match', 'invalid-etag');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual(first.body);
+    expect(res.headers.etag).toBe(first.headers.etag);
+  });
+});
+
+test('error_uri resolves: GET /svc/v1/errors lists every code with its status', async () => {
+  const res = await request(h.app).get('/svc/v1/errors');
+  expect(res.status).toBe(200);
+  expect(res.body.errors.invalid_dpop_proof).toEqual({ status: 400, meaning: expect.any(String) });
+  expect(res.body.errors.rate_limit_exceeded.status).toBe(429);
+});
+
+describe('versioning (seed 000 section 9)', () => {
+  test('every guard response carries SVC-API-Version, errors too', async () => {
+    for (const res of [await request(h.app).get('/svc/v1/nonce'), await request(h.app).post('/svc/v1/token').send('x'), await request(h.app).get('/svc/v1/nope')]) {
+      expect(res.headers['svc-api-version']).toBe(API_VERSION);
+    }
+  });
+
+  test('an unknown major version is 404 resource_not_found', async () => {
+    const res = await request(h.app).get('/svc/v2/nonce');
+    expect(res.status).toBe(404);
+    expect(res.body.error).toBe('resource_not_found');
+  });
+
+  test('a deprecated major is served with a Warning header; a shut-down major answers 410', async () => {
+    const app = express();
+    app.use(
+      guardRouter(h.ctx, {
+        versions: [
+          { major: 1, version: '1.4.2', status: 'deprecated' },
+          { major: 2, version: '2.0.0', status: 'stable' },
+          { major: 0, version: '0.9.0', status: 'shut_down' },
+        ],
+      }),
+    );
+    const v1 = await request(app).get('/svc/v1/nonce');
+    expect(v1.status).toBe(200);
+    expect(v1.headers.warning).toMatch(/^299 - "API v1 is deprecated/);
+    const v2 = await request(app).get('/svc/v2/nonce');
+    expect(v2.status).toBe(200);
+    expect(v2.headers.warning).toBeUndefined();
+    const v0 = await request(app).get('/svc/v0/nonce');
+    expect(v0.status).toBe(410);
+    const meta = await request(app).get('/.well-known/oauth-authorization-server');
+    expect(meta.body.api_versions_supported.map((v: { major_version: number; status: string }) => [v.major_version, v.status])).toEqual([
+      [1, 'deprecated'],
+      [2, 'stable'],
+    ]);
+  });
+});

@@ -1,0 +1,18 @@
+import type { Express } from 'express';
+import request from 'supertest';
+import { parseJson, type HttpTransport } from '../../../src/client/transport';
+
+/** Sends the client library's requests into an Express app (path and query of the published URL). */
+export function supertestTransport(app: Express): HttpTransport {
+  const agent = request(app);
+  return async (req) => {
+    const u = new URL(req.url);
+    const method = req.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
+    let r = agent[method](`${u.pathname}${u.search}`);
+    for (const [k, v] of Object.entries(req.headers)) r = r.set(k, v);
+    const res = req.body !== undefined ? await r.send(req.body) : await r;
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(res.headers)) headers[k] = Array.isArray(v) ? v.join(', ') : String(v);
+    return { status: res.status, headers, text: res.text ?? '', json: parseJson(res.text ?? '') };
+  };
+}

@@ -1,0 +1,139 @@
+import crypto from 'node:crypto';
+import { exportJWK } from 'jose';
+import type { TestToken } from '../helpers/get-token';
+import { call, institution, nowSec, pepHarness, type PepHarness } from './helpers';
+import { loopbackServer, type LoopbackServer } from './loopback';
+
+const TYP = 'vnd.telematik.popp+jwt';
+const b64 = (o: unknown) => Buffer.from(typeof o === 'string' ? o : JSON.stringify(o)).toString('base64url');
+
+function sign(header: Record<string, unknown>, payload: Record<string, unknown> | string, key: crypto.KeyObject): string {
+  const input = `${b64(header)}.${b64(payload)}`;
+  return `${input}.${crypto.sign('sha256', Buffer.from(input), { key, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`;
+}
+
+/**
+ * Issue 6 point 5: proof of patient presence on the routes that require it (POPP_REQUIRED_ROUTES),
+ * verified against the PoPP issuer's JWKS served by a real HTTP server on loopback.
+ * access-guard.md section 3 checks 42 (PoPP part), 43, 44, 45, 46, 47.
+ */
+describe('PoPP', () => {
+  const issuerKey = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+  const foreignKey = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
+  let jwksFailing = false;
+  let jwks: LoopbackServer;
+  let upstream: LoopbackServer;
+  let h: PepHarness;
+  let t: TestToken;
+  beforeAll(async () => {
+    const pub = await exportJWK(crypto.createPublicKey(issuerKey));
+    jwks = await loopbackServer((_req, res) => {
+      if (jwksFailing) {
+        res.writeHead(500).end('down');
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [{ ...pub, kid: 'popp-1', alg: 'ES256', use: 'sig' }] }));
+    });
+    upstream = await loopbackServer((_req, res) => res.writeHead(200, { 'content-type': 'application/fhir+json' }).end('{"resourceType":"Bundle","type":"searchset"}'));
+    h = await pepHarness({ env: { UPSTREAM_URL: `${upstream.url}/fhir`, POPP_JWKS_URL: `${jwks.url}/jwks`, POPP_REQUIRED_ROUTES: 'Patient, Appointment/$book' } });
+    t = await institution(h, { telematikId: '1-PEP-POPP' });
+  });
+  afterAll(async () => {
+    await h.close();
+    await Promise.all([jwks.close(), upstream.close()]);
+  });
+
+  const claims = (extra: Record<string, unknown> = {}) => ({
+    version: '1.0.0',
+    iss: 'https://popp.example',
+    iat: nowSec(h) - 60,
+    proofMethod: 'ehc-practitioner-trustedchannel',
+    patientProofTime: nowSec(h) - 120,
+    patientId: 'X110411675',
+    insurerId: '109500969',
+    actorId: '1-PEP-POPP',
+    actorProfessionOid: '1.2.276.0.76.4.50',
+    ...extra,
+  });
+  const popp = (extra: Record<string, unknown> = {}, header: Record<string, unknown> = {}, key = issuerKey) => sign({ typ: TYP, alg: 'ES256', kid: 'popp-1', ...header }, claims(extra), key);
+  const last = () => upstream.requests[upstream.requests.length - 1];
+
+  test('check 43: a route that requires PoPP, called without one → 400', async () => {
+    const res = await call(h, t, 'GET', '/Patient/p1');
+    expect(res.status).toBe(400);
+    expect(res.body.error).toBe('invalid_request');
+    const book = await call(h, t, 'POST', '/Appointment/$book', { body: { resourceType: 'Appointment' } });
+    expect(book.status).toBe(400);
+  });
+
+  test('checks 46 and 42: a valid PoPP → 200; the JWKS was fetched; svc-popp-token-content is the payload verbatim within 450 bytes', async () => {
+    const token = popp();
+    const res = await call(h, t, 'POST', '/Patient', { body: { resourceType: 'Patient' }, headers: { PoPP: token } });
+    expect(res.status).toBe(200);
+    expect(jwks.requests.map((r) => r.url)).toContain('/jwks');
+    const content = last().headers['svc-popp-token-content'] as string;
+    expect(content).toMatch(/^[A-Za-z0-9_-]+$/);
+    expect(content.length).toBeLessThanOrEqual(450);
+    expect(Buffer.from(content, 'base64url').toString('utf8')).toBe(Buffer.from(token.split('.')[1], 'base64url').toString('utf8'));
+    expect(last().headers.popp).toBeUndefined();
+    expect(JSON.parse(Buffer.from(last().headers['svc-user-info'] as string, 'base64url').toString('utf8')).identifier).toBe('1-PEP-POPP');
+  });
+
+  test('routes outside POPP_REQUIRED_ROUTES need none', async () => {
+    expect((await call(h, t, 'GET', '/Slot')).status).toBe(200);
+  });
+
+  const refused: [string, () => string, string][] = [
+    ['check 44: iat=1701432000', () => popp({ iat: 1701432000 }), 'the PoPP iat is too old'],
+    ['check 44: patientProofTime=1701432000', () => popp({ patientProofTime: 1701432000 }), 'the PoPP patientProofTime is too old'],
+    ['check 44: actorId=evil_client', () => popp({ actorId: 'evil_client' }), 'the PoPP actorId is not the institution of the access token'],
+    ['check 45: signed with a foreign key, kid of the issuer', () => popp({}, {}, foreignKey), 'the PoPP signature does not verify'],
+    ['check 45: signed with a foreign key, its own jwk in the header', () => popp({}, { kid: 'attacker', jwk: { kty: 'EC' } }, foreignKey), 'the PoPP is not signed with a key of the PoPP issuer'],
+    ['iat in the future', () => popp({ iat: nowSec(h) + 3600 }), 'the PoPP iat is in the future'],
+    ['patientProofTime missing', () => popp({ patientProofTime: undefined }), 'the PoPP has no numeric patientProofTime'],
+    ['typ JWT', () => popp({}, { typ: 'JWT' }), 'the PoPP typ must be vnd.telematik.popp+jwt'],
+    ['alg ES384', () => popp({}, { alg: 'ES384' }), 'the PoPP must be signed with ES256'],
+    ['not a JWS', () => 'not-a-popp', 'the PoPP is not a compact JWS'],
+    ['a payload too large to forward (over 450 bytes)', () => popp({ padding: 'x'.repeat(400) }), 'the PoPP payload exceeds the 450-byte header limit'],
+  ];
+
+  test.each(refused)('%s → 403', async (_name, build, description) => {
+    const res = await call(h, t, 'GET', '/Patient/p1', { headers: { PoPP: build() } });
+    expect(res.status).toBe(403);
+    expect(res.body.error).toBe('invalid_popp');
+    expect(res.body.error_description).toBe(description);
+  });
+
+  test('two PoPP headers → 403', async () => {
+    const res = await call(h, t, 'GET', '/Patient/p1', { headers: { PoPP: [popp(), popp()] } });
+    expect(res.status).toBe(403);
+  });
+
+  test('the JWKS is refetched after 5 minutes, not before', async () => {
+    const before = jwks.requests.length;
+    expect((await call(h, t, 'GET', '/Patient/p1', { headers: { PoPP: popp() } })).status).toBe(200);
+    expect(jwks.requests.length).toBe(before);
+    h.ctx.clock.advance(301_000);
+    t = await institution(h, { telematikId: '1-PEP-POPP' });
+    expect((await call(h, t, 'GET', '/Patient/p1', { headers: { PoPP: popp() } })).status).toBe(200);
+    expect(jwks.requests.length).toBe(before + 1);
+  });
+
+  test('check 47: the issuer fails; the cached set serves for 24 h after the last good fetch, then nothing verifies (403)', async () => {
+    jwksFailing = true;
+    h.ctx.clock.advance(23 * 3600_000);
+    t = await institution(h, { telematikId: '1-PEP-POPP' });
+    const within = await call(h, t, 'GET', '/Patient/p1', { headers: { PoPP: popp() } });
+    expect(within.status).toBe(200);
+    expect(jwks.requests[jwks.requests.length - 1].url).toBe('/jwks');
+    h.ctx.clock.advance(3600_000 + 1000);
+    t = await institution(h, { telematikId: '1-PEP-POPP' });
+    const stale = await call(h, t, 'GET', '/Patient/p1', { headers: { PoPP: popp() } });
+    expect(stale.status).toBe(403);
+    expect(stale.body.error).toBe('invalid_popp');
+    jwksFailing = false;
+    h.ctx.clock.advance(301_000);
+    t = await institution(h, { telematikId: '1-PEP-POPP' });
+    expect((await call(h, t, 'GET', '/Patient/p1', { headers: { PoPP: popp() } })).status).toBe(200);
+  });
+});

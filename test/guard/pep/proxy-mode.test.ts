@@ -1,0 +1,136 @@
+import type { TestToken } from '../helpers/get-token';
+import { call, decodePayload, institution, pepHarness, type PepHarness } from './helpers';
+import { loopbackServer, type LoopbackServer } from './loopback';
+
+const STRICT_B64URL = /^[A-Za-z0-9_-]+$/;
+const json = (v: string | string[] | undefined) => JSON.parse(Buffer.from(String(v), 'base64url').toString('utf8')) as Record<string, unknown>;
+
+/**
+ * Issue 6 point 4 in proxy mode (UPSTREAM_URL): what reaches a separate FHIR server, and what the
+ * client sees of it. access-guard.md section 3 checks 40, 41, 42 (without PoPP; with PoPP in
+ * popp.test.ts) and 50.
+ */
+describe('proxy mode: forwarded identity headers, Forwarded, svc-cause', () => {
+  let upstream: LoopbackServer;
+  let h: PepHarness;
+  let t: TestToken;
+  beforeAll(async () => {
+    upstream = await loopbackServer((req, res) => {
+      if (req.url.includes('proxy-error')) {
+        res.writeHead(500, { 'content-type': 'application/json', 'svc-cause': 'Proxy' });
+        res.end('{"secret":"stack trace of the resource server"}');
+        return;
+      }
+      res.writeHead(req.url.includes('missing') ? 404 : 200, { 'content-type': 'application/fhir+json', 'x-upstream': 'yes' });
+      res.end(JSON.stringify({ resourceType: 'Bundle', type: 'searchset', total: 0 }));
+    });
+    h = await pepHarness({ env: { UPSTREAM_URL: `${upstream.url}/base/fhir` } });
+    // Names at the X.509 limit (64 characters each) push svc-user-info past 250 bytes before fitting.
+    t = await institution(h, { telematikId: '1-PEP-PROXY', commonName: `Gemeinschaftspraxis ${'Dr. Musterfrau-'.repeat(3)}`.slice(0, 64), organizationName: 'O'.repeat(64) });
+  });
+  afterAll(async () => {
+    await h.close();
+    await upstream.close();
+  });
+
+  const last = () => upstream.requests[upstream.requests.length - 1];
+
+  test('check 42: the upstream gets svc-user-info and svc-client-data (strict base64url, within 250 bytes, from the token), original headers kept, credentials not', async () => {
+    const res = await call(h, t, 'GET', '/Slot?status=free', { headers: { 'x-custom': 'kept', accept: 'application/fhir+json' } });
+    expect(res.status).toBe(200);
+    expect(res.headers['x-upstream']).toBe('yes');
+    const up = last();
+    expect(up.url).toBe('/base/fhir/Slot?status=free');
+    const at = decodePayload(t.accessToken);
+    const userInfo = up.headers['svc-user-info'] as string;
+    expect(userInfo).toMatch(STRICT_B64URL);
+    expect(userInfo.length).toBeLessThanOrEqual(250);
+    const user = json(userInfo);
+    expect(user.identifier).toBe(at.sub);
+    expect(user.identifier).toBe('1-PEP-PROXY');
+    expect(user.professionOID).toBe(at.profession_oid);
+    expect(typeof user.commonName).toBe('string');
+    expect((at.common_name as string).startsWith(user.commonName as string)).toBe(true);
+    const clientData = up.headers['svc-client-data'] as string;
+    expect(clientData).toMatch(STRICT_B64URL);
+    expect(clientData.length).toBeLessThanOrEqual(250);
+    expect(json(clientData).client_id).toBe(at.client_id);
+    expect(up.headers['x-custom']).toBe('kept');
+    expect(up.headers.accept).toBe('application/fhir+json');
+    expect(up.headers.authorization).toBeUndefined();
+    expect(up.headers.dpop).toBeUndefined();
+    expect(up.headers['svc-popp-token-content']).toBeUndefined();
+  });
+
+  test('check 41: client-sent svc-* headers are overwritten and Forwarded gets our element appended (RFC 7239)', async () => {
+    const fake = Buffer.from(JSON.stringify({ identifier: 'FAKE', professionOID: 'FAKE', commonName: 'FAKE' })).toString('base64url');
+    const res = await call(h, t, 'GET', '/Slot', {
+      headers: { 'svc-user-info': fake, 'svc-client-data': fake, 'svc-popp-token-content': 'FAKE', forwarded: 'for=client;proto=http' },
+    });
+    expect(res.status).toBe(200);
+    const up = last();
+    expect(up.headers['svc-user-info']).not.toBe(fake);
+    expect(json(up.headers['svc-user-info']).identifier).toBe('1-PEP-PROXY');
+    expect(json(up.headers['svc-client-data']).client_id).toBe(t.clientId);
+    expect(up.headers['svc-popp-token-content']).toBeUndefined();
+    expect(up.headers.forwarded).toMatch(/^for=client;proto=http, for=[^;]+;host=terminus\.example;proto=https;by=_svc-pep$/);
+  });
+
+  test('check 40: PoPP not required, a client-sent svc-popp-token-content and no PoPP: neither reaches the upstream', async () => {
+    await call(h, t, 'GET', '/Slot', { headers: { 'svc-popp-token-content': 'FAKE' } });
+    expect(last().headers['svc-popp-token-content']).toBeUndefined();
+    expect(last().headers.popp).toBeUndefined();
+  });
+
+  test('check 50: an upstream 500 with svc-cause: Proxy becomes our 500 error object, without svc-cause or the upstream body', async () => {
+    const res = await call(h, t, 'GET', '/Slot/proxy-error');
+    expect(res.status).toBe(500);
+    expect(res.body.error).toBe('server_error');
+    expect(res.headers['svc-cause']).toBeUndefined();
+    expect(res.text).not.toContain('secret');
+  });
+
+  test('other upstream statuses pass through unchanged (404 for the client\'s re-discovery, check 48)', async () => {
+    const res = await call(h, t, 'GET', '/Slot/missing');
+    expect(res.status).toBe(404);
+  });
+
+  test('requests the guard refuses never reach the upstream', async () => {
+    const before = upstream.requests.length;
+    const res = await call(h, t, 'GET', '/Slot', { proof: null });
+    expect(res.status).toBe(401);
+    expect(upstream.requests.length).toBe(before);
+  });
+
+  test('a transaction body read for the scope check is forwarded intact', async () => {
+    const bundle = { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'GET', url: 'Slot?status=free' } }] };
+    const res = await call(h, t, 'POST', '', { body: bundle });
+    expect(res.status).toBe(200);
+    expect(last().method).toBe('POST');
+    expect(last().url).toBe('/base/fhir');
+    expect(JSON.parse(last().body)).toEqual(bundle);
+  });
+
+  test('GET /fhir/metadata is proxied without credentials', async () => {
+    const res = await call(h, t, 'GET', '/metadata', { scheme: null, proof: null });
+    expect(res.status).toBe(200);
+    expect(last().url).toBe('/base/fhir/metadata');
+    expect(last().headers['svc-user-info']).toBeUndefined();
+  });
+});
+
+describe('proxy mode: an unreachable upstream', () => {
+  test('answers 502 server_error', async () => {
+    const gone = await loopbackServer((_r, res) => res.end());
+    await gone.close();
+    const h = await pepHarness({ env: { UPSTREAM_URL: `${gone.url}/fhir` } });
+    try {
+      const t = await institution(h, { telematikId: '1-PEP-PROXY-GONE' });
+      const res = await call(h, t, 'GET', '/Slot');
+      expect(res.status).toBe(502);
+      expect(res.body.error).toBe('server_error');
+    } finally {
+      await h.close();
+    }
+  });
+});

@@ -1,0 +1,92 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { loadConfig } from '../src/config';
+import { startServer } from '../src/server';
+
+const run = promisify(execFile);
+
+/** The embedded mode of `npm start`: PGlite in DATA_DIR, demo data, restart keeps everything. */
+describe('server lifecycle on the embedded store', () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-embedded-'));
+  afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const config = () => loadConfig({ PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'silent', GUARD_ENFORCEMENT: 'off' });
+
+  test('first start loads demo calendars; a restart keeps data and does not reload them', async () => {
+    const first = await startServer(config());
+    const schedules = await getJson(`${first.url}/fhir/Schedule?_count=0`);
+    expect(schedules.total).toBeGreaterThanOrEqual(3);
+    const put = await send('PUT', `${first.url}/fhir/Practitioner/kept`, { resourceType: 'Practitioner', id: 'kept', name: [{ family: 'Bleibt' }] });
+    expect(put.status).toBe(201);
+    await first.close();
+
+    const second = await startServer(config());
+    const kept = await getJson(`${second.url}/fhir/Practitioner/kept`);
+    expect(kept.name[0].family).toBe('Bleibt');
+    const again = await getJson(`${second.url}/fhir/Schedule?_count=0`);
+    expect(again.total).toBe(schedules.total);
+    const demo = await getJson(`${second.url}/fhir/Schedule?_count=100`);
+    for (const e of demo.entry ?? []) expect(e.resource.meta.versionId).toBe('1');
+    await second.close();
+  });
+
+  test('close lets an in-flight request finish before the store closes', async () => {
+    const server = await startServer(config());
+    let closing: Promise<void> | undefined;
+    server.http.once('request', () => {
+      closing = server.close();
+    });
+    const result = await getJson(`${server.url}/fhir/Slot?schedule.actor:Practitioner.name=a&_count=5`);
+    expect(result.resourceType).toBe('Bundle');
+    expect(closing).toBeDefined();
+    await closing;
+    await expect(getJson(`${server.url}/healthz`)).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+  });
+});
+
+describe('terminus CLI', () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-cli-'));
+  afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const env = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent', DATABASE_URL: '' };
+  const main = path.join(__dirname, '..', 'src', 'main.ts');
+  const tsx = ['--import', 'tsx', main];
+
+  test('import loads the ISiK fixture keeping ids; a bad file stores nothing', async () => {
+    const fixture = path.join(__dirname, '..', 'fixtures', 'isik-stufe5.json');
+    const ok = await run(process.execPath, [...tsx, 'import', fixture], { env });
+    expect(ok.stdout).toMatch(/isik-stufe5\.json: \d+ resources imported/);
+    const bad = path.join(dataDir, 'bad.json');
+    fs.writeFileSync(bad, JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: [{ resource: { resourceType: 'Slot', id: 'x', status: 'free' } }] }));
+    await expect(run(process.execPath, [...tsx, 'import', bad], { env })).rejects.toMatchObject({ code: 1 });
+  });
+
+  test('a bad configuration value stops with one line naming the variable', async () => {
+    const err = await run(process.execPath, [...tsx, 'migrate'], { env: { ...env, PORT: 'abc' } }).catch((e: { code: number; stderr: string }) => e);
+    expect((err as { code: number }).code).toBe(2);
+    expect((err as { stderr: string }).stderr.trim()).toBe('terminus: configuration error: PORT: must be a port number 0-65535, got "abc"');
+  });
+});
+
+function getJson(url: string): Promise<any> {
+  return new Promise((resolve, reject) => {
+    http.get(url, { headers: { accept: 'application/fhir+json' } }, (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve(JSON.parse(body)));
+    }).on('error', reject);
+  });
+}
+
+function send(method: string, url: string, body: unknown): Promise<{ status: number }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, headers: { 'content-type': 'application/fhir+json' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode ?? 0 }));
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}

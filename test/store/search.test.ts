@@ -1,0 +1,210 @@
+import type { Resource } from '@medplum/fhirtypes';
+import type { AppContext } from '../../src/context';
+import { Repository } from '../../src/store/repository';
+import { parseSearch } from '../../src/store/search/request';
+import { createTestContext } from '../helpers/context';
+
+const BASE = 'http://localhost:8080/fhir';
+const ST = 'http://terminology.hl7.org/CodeSystem/service-type';
+const IHE = 'http://ihe-d.de/CodeSystems/AerztlicheFachrichtungen';
+const TAG = 'http://fhir.de/CodeSystem/common-meta-tag-de';
+
+const fixtures: Resource[] = [
+  { resourceType: 'Practitioner', id: 'doc1', name: [{ family: 'Müller', given: ['Anna'] }] },
+  { resourceType: 'HealthcareService', id: 'hs1', active: true, name: 'General consultation office of the Neurology department', type: [{ coding: [{ system: ST, code: '177' }] }] },
+  { resourceType: 'HealthcareService', id: 'hs2', active: false, name: 'Kardiologie', type: [{ coding: [{ system: ST, code: '124' }] }] },
+  {
+    resourceType: 'Schedule',
+    id: 's1',
+    active: true,
+    meta: { tag: [{ system: TAG, code: 'external' }] },
+    serviceType: [{ coding: [{ system: ST, code: '177' }] }],
+    specialty: [{ coding: [{ system: IHE, code: 'NEUR' }] }],
+    actor: [{ reference: 'Practitioner/doc1', display: 'Dr. Müller' }],
+  },
+  {
+    resourceType: 'Schedule',
+    id: 's2',
+    active: false,
+    serviceType: [{ coding: [{ system: ST, code: '124' }] }],
+    specialty: [{ coding: [{ system: 'urn:oid:1.2.276.0.76.5.114', code: '142' }] }],
+    actor: [{ reference: 'HealthcareService/hs1' }],
+  },
+  { resourceType: 'Slot', id: 'sl1', schedule: { reference: 'Schedule/s1' }, status: 'free', start: '2027-01-01T09:00:00Z', end: '2027-01-01T09:30:00Z' },
+  { resourceType: 'Slot', id: 'sl2', schedule: { reference: 'Schedule/s1' }, status: 'busy', start: '2027-01-01T13:00:00Z', end: '2027-01-01T14:00:00Z' },
+  { resourceType: 'Slot', id: 'sl3', schedule: { reference: 'Schedule/s2' }, status: 'free', start: '2027-01-02T08:00:00+01:00', end: '2027-01-02T08:15:00+01:00' },
+  { resourceType: 'Slot', id: 'sl4', schedule: { reference: `${BASE}/Schedule/s2` }, status: 'free', start: '2027-02-10T10:00:00Z', end: '2027-02-10T10:15:00Z' },
+  {
+    resourceType: 'Appointment',
+    id: 'a1',
+    status: 'booked',
+    start: '2027-01-01T13:00:00Z',
+    end: '2027-01-01T14:00:00Z',
+    slot: [{ reference: 'Slot/sl2' }],
+    serviceType: [{ coding: [{ system: ST, code: '177' }] }],
+    participant: [{ actor: { reference: 'Patient/p1', display: 'Test Patient' }, status: 'accepted' }],
+  },
+  { resourceType: 'Appointment', id: 'a2', status: 'cancelled', participant: [{ actor: { reference: 'Patient/p2' }, status: 'declined' }] },
+  {
+    resourceType: 'CodeSystem',
+    id: 'cs1',
+    url: 'http://terminus.local/cs/services',
+    status: 'active',
+    content: 'complete',
+    useContext: [
+      {
+        code: { system: 'https://gematik.de/fhir/isik/CodeSystem/ContextType', code: 'ResourceUsage' },
+        valueCodeableConcept: { coding: [{ system: 'http://hl7.org/fhir/resource-types', code: 'HealthcareService' }] },
+      },
+    ],
+  },
+];
+
+/** PostgreSQL when DATABASE_URL is set (CI), and PGlite always: the same SQL must mean the same. */
+const stores: [string, boolean][] = process.env.DATABASE_URL ? [['PostgreSQL', false], ['PGlite', true]] : [['PGlite', true]];
+
+describe.each(stores)('search semantics on the index tables (%s)', (_store, pglite) => {
+  let ctx: AppContext;
+  let repo: Repository;
+  beforeAll(async () => {
+    ctx = await createTestContext({ pglite });
+    repo = new Repository(ctx.db, BASE);
+    for (const r of fixtures) await repo.update(r);
+  });
+  afterAll(() => ctx.db.close());
+
+  const ids = async (type: string, query: string) => {
+    const { request } = parseSearch(type, [...new URLSearchParams(query).entries()]);
+    const result = await repo.search(request);
+    return result.resources.map((r) => r.id).sort();
+  };
+
+  test.each([
+    // token
+    ['Schedule', 'active=true', ['s1']],
+    ['Schedule', 'service-type=177', ['s1']],
+    ['Schedule', `service-type=${ST}|177`, ['s1']],
+    ['Schedule', `service-type=${ST}|`, ['s1', 's2']],
+    ['Schedule', 'service-type=|177', []],
+    ['Schedule', `specialty=urn:oid:1.2.276.0.76.5.114|142,${IHE}|NEUR`, ['s1', 's2']],
+    ['Schedule', 'specialty:not=NEUR', ['s2']],
+    ['Appointment', 'service-type:not=177', ['a2']],
+    ['Schedule', `_tag=${TAG}|external`, ['s1']],
+    ['Schedule', '_id=s1,s2', ['s1', 's2']],
+    ['Appointment', 'status=cancelled', ['a2']],
+    ['Appointment', 'status=booked&status=cancelled', []],
+    // reference
+    ['Schedule', 'actor=Practitioner/doc1', ['s1']],
+    ['Slot', 'schedule=s1', ['sl1', 'sl2']],
+    ['Slot', `schedule=${BASE}/Schedule/s2`, ['sl3', 'sl4']],
+    ['Slot', 'schedule=Schedule/s2', ['sl3', 'sl4']],
+    ['Appointment', 'slot=sl2', ['a1']],
+    ['Appointment', 'actor=Patient/p1', ['a1']],
+    ['Appointment', 'patient=p2', ['a2']],
+    ['Schedule', 'actor:HealthcareService=hs1', ['s2']],
+    // date, with precision
+    ['Slot', 'start=2027-01-01', ['sl1', 'sl2']],
+    ['Slot', 'start=2027-01', ['sl1', 'sl2', 'sl3']],
+    ['Slot', 'start=ge2027-01-02', ['sl3', 'sl4']],
+    ['Slot', 'start=gt2027-01-01', ['sl3', 'sl4']],
+    ['Slot', 'start=lt2027-01-01T13:00:00Z', ['sl1']],
+    ['Slot', 'start=le2027-01-01T13:00:00Z', ['sl1', 'sl2']],
+    ['Slot', 'start=ge2027-01-01&start=le2027-01-31', ['sl1', 'sl2', 'sl3']],
+    ['Slot', 'start=ne2027-01-01', ['sl3', 'sl4']],
+    ['Slot', 'start=sa2027-01-31', ['sl4']],
+    ['Slot', 'start=eb2027-01-02', ['sl1', 'sl2']],
+    ['Slot', 'start=2027-01-02T07:00:00Z', ['sl3']],
+    ['Appointment', 'date=2027-01-01', ['a1']],
+    ['Slot', 'start=ap2027-01-01T12:00:00Z', ['sl1', 'sl2', 'sl3']],
+    ['Slot', 'start=ap2030-01-01', []],
+    ['Slot', `_lastUpdated=ge${new Date(Date.now() - 3600_000).toISOString().slice(0, 19)}Z&_id=sl1`, ['sl1']],
+    ['Slot', '_lastUpdated=lt2000-01-01', []],
+    ['Slot', '_id:not=sl1&schedule=s1', ['sl2']],
+    ['Appointment', 'date:missing=true', ['a2']],
+    // string
+    ['HealthcareService', 'name=general', ['hs1']],
+    ['HealthcareService', 'name=General%20consultation%20office%20of%20the%20Neurology%20department', ['hs1']],
+    ['HealthcareService', 'name:contains=neurology', ['hs1']],
+    ['HealthcareService', 'name:exact=kardiologie', []],
+    ['HealthcareService', 'name:exact=Kardiologie', ['hs2']],
+    ['Practitioner', 'name=muller', ['doc1']],
+    // served by the compound (schedule, status, start) index
+    ['Slot', 'schedule=s1&status=free&start=ge2027-01-01&start=le2027-01-31', ['sl1']],
+    ['Slot', 'schedule=Schedule/s2&start=2027-01-02', ['sl3']],
+    ['Slot', `schedule=${BASE}/Schedule/s2&status=free&start=gt2027-01-05`, ['sl4']],
+    ['Slot', 'schedule=s1&status=busy&start=ge2027-01-01T13:00:00Z', ['sl2']],
+    ['Slot', 'schedule=s1&status=free&start=ge2028-01-01', []],
+    ['Slot', 'schedule=s1&status:not=free&start=le2027-12-31', ['sl2']],
+    // chains and _has
+    ['Slot', 'schedule.actor=Practitioner/doc1', ['sl1', 'sl2']],
+    ['Slot', `schedule.actor:HealthcareService.type=${ST}|177`, ['sl3', 'sl4']],
+    ['Slot', '_has:Appointment:slot:status=booked', ['sl2']],
+    // composite
+    ['CodeSystem', 'context-type-value=https://gematik.de/fhir/isik/CodeSystem/ContextType|ResourceUsage$http://hl7.org/fhir/resource-types|HealthcareService', ['cs1']],
+    ['CodeSystem', 'context-type-value=ResourceUsage$Schedule', []],
+    // uri
+    ['CodeSystem', 'url=http://terminus.local/cs/services', ['cs1']],
+  ])('%s?%s', async (type, query, expected) => {
+    expect(await ids(type, query)).toEqual(expected);
+  });
+
+  test('total, count and offset page through results', async () => {
+    const { request } = parseSearch('Slot', [['_count', '2'], ['_sort', 'start']]);
+    const first = await repo.search(request);
+    expect(first.total).toBe(4);
+    expect(first.resources.map((r) => r.id)).toEqual(['sl1', 'sl2']);
+    const second = await repo.search({ ...request, offset: 2 });
+    expect(second.resources.map((r) => r.id)).toEqual(['sl3', 'sl4']);
+  });
+
+  test('descending sort on a date parameter', async () => {
+    const { request } = parseSearch('Slot', [['_sort', '-start']]);
+    expect((await repo.search(request)).resources.map((r) => r.id)).toEqual(['sl4', 'sl3', 'sl2', 'sl1']);
+  });
+
+  test('_include and _revinclude add the referenced and referring resources', async () => {
+    const { request } = parseSearch('Slot', [['_id', 'sl2'], ['_include', 'Slot:schedule'], ['_revinclude', 'Appointment:slot']]);
+    const result = await repo.search(request);
+    expect(result.resources.map((r) => r.id)).toEqual(['sl2']);
+    expect(result.included.map((r) => `${r.resourceType}/${r.id}`).sort()).toEqual(['Appointment/a1', 'Schedule/s1']);
+  });
+
+  test('unknown parameters are ignored with a warning, or rejected when strict', () => {
+    const lenient = parseSearch('Slot', [['colour', 'blue']]);
+    expect(lenient.warnings).toHaveLength(1);
+    expect(lenient.warnings[0].code).toBe('not-supported');
+    expect(() => parseSearch('Slot', [['colour', 'blue']], true)).toThrow(/colour/);
+  });
+
+  test.each([
+    ['start', 'tomorrow'],
+    ['start', 'ge2027-13-01'],
+    ['_count', 'ten'],
+    ['_lastUpdated', 'yesterday'],
+  ])('a malformed %s=%s is a 400', (name, value) => {
+    try {
+      parseSearch('Slot', [[name, value]]);
+      throw new Error('expected a 400');
+    } catch (err) {
+      expect((err as { status: number }).status).toBe(400);
+    }
+  });
+
+  test('deleted resources leave the index and reads answer 410', async () => {
+    await repo.update({ resourceType: 'Practitioner', id: 'gone1', name: [{ family: 'Weg' }] });
+    await repo.delete('Practitioner', 'gone1');
+    expect(await ids('Practitioner', 'name=weg')).toEqual([]);
+    await expect(repo.read('Practitioner', 'gone1')).rejects.toMatchObject({ status: 410 });
+  });
+
+  test('every write keeps the previous version', async () => {
+    await repo.update({ resourceType: 'Practitioner', id: 'v1', name: [{ family: 'Eins' }] });
+    const second = await repo.update({ resourceType: 'Practitioner', id: 'v1', name: [{ family: 'Zwei' }] });
+    expect((second.resource as Resource).meta?.versionId).toBe('2');
+    const history = await repo.history('Practitioner', 'v1');
+    expect(history.map((h) => h.versionId)).toEqual([2, 1]);
+    const first = await repo.vread('Practitioner', 'v1', '1');
+    expect((first as { name: { family: string }[] }).name[0].family).toBe('Eins');
+    await expect(repo.update({ resourceType: 'Practitioner', id: 'v1' }, { ifMatch: 'W/"1"' })).rejects.toMatchObject({ status: 412 });
+  });
+});
