@@ -26,9 +26,13 @@ export async function processBundle(req: FhirRequest, env: FhirEnv): Promise<Bun
 
 async function batch(entries: BundleEntry[], req: FhirRequest, env: FhirEnv): Promise<Bundle> {
   const responses: BundleEntry[] = [];
-  for (const entry of entries) {
+  for (const [i, entry] of entries.entries()) {
     try {
-      responses.push(responseEntry(await handle(entryRequest(entry, req), env)));
+      const entryReq = entryRequest(entry, req);
+      const r = route(entryReq);
+      // As in a transaction: an entry never runs a Bundle of its own (its entries would escape the enforcement point's walk).
+      if (r.interaction === 'transaction' || r.interaction === 'batch') throw badRequest(`Bundle.entry[${i}]: Bundles cannot be nested`, `Bundle.entry[${i}]`);
+      responses.push(responseEntry(await handle(entryReq, env, r)));
     } catch (err) {
       if (!(err instanceof OperationOutcomeError)) throw err;
       responses.push({ response: { status: statusLine(err.status), outcome: err.outcome } });

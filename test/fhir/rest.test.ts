@@ -245,6 +245,30 @@ describe('FHIR REST interactions', () => {
     expect(res.body.entry[1].response.status).toBe('404 Not Found');
   });
 
+  test('a batch refuses an entry that is itself a batch or transaction (400, nothing inside runs), as a transaction does', async () => {
+    await request(app).put('/fhir/Slot/nest-1').set('Content-Type', FHIR_JSON).send(slot('nest-1', '2027-05-04T09:00:00Z', '2027-05-04T09:15:00Z')).expect(201);
+    const inner = (type: string) => ({ resourceType: 'Bundle', type, entry: [{ request: { method: 'DELETE', url: 'Slot/nest-1' } }] });
+    let nested: Record<string, unknown> = inner('batch');
+    for (let depth = 0; depth < 4; depth++) nested = { resourceType: 'Bundle', type: 'batch', entry: [{ resource: nested, request: { method: 'POST', url: '/' } }] };
+    const res = await request(app)
+      .post('/fhir')
+      .set('Content-Type', FHIR_JSON)
+      .send({
+        resourceType: 'Bundle',
+        type: 'batch',
+        entry: [
+          { resource: nested, request: { method: 'POST', url: '/' } },
+          { resource: inner('transaction'), request: { method: 'POST', url: '/' } },
+          { request: { method: 'GET', url: 'Slot/nest-1' } },
+        ],
+      });
+    expect(res.status).toBe(200);
+    expect(res.body.entry.map((e: { response: { status: string } }) => e.response.status)).toEqual(['400 Bad Request', '400 Bad Request', '200 OK']);
+    expect(res.body.entry[0].response.outcome.issue[0].diagnostics).toBe('Bundle.entry[0]: Bundles cannot be nested');
+    expect(res.body.entry[1].response.outcome.issue[0].diagnostics).toBe('Bundle.entry[1]: Bundles cannot be nested');
+    expect((await request(app).get('/fhir/Slot/nest-1')).status).toBe(200);
+  });
+
   test.each([
     ['GET', '/fhir/Unknown/1', 404],
     ['GET', '/fhir/Slot/bad%20id', 400],
