@@ -1,5 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { AccessScope, Repository } from '../store/repository';
+import { ownerForWrite } from '../store/ownership';
 import type { Origin } from './outbox';
 
 /** Who acts on the booking (CONTRACT section 4). */
@@ -22,5 +23,6 @@ export interface BookingContext {
   observe?: WriteObserver;
 }
 
-export const ownerOf = (actor: Actor): string | null => (actor.isRepository ? null : (actor.institution ?? null));
+/** Owner of a resource of `type` the booking creates (CONTRACT section 4). */
+export const ownerOf = (actor: Actor, type: string): string | null => ownerForWrite(type, { institution: actor.institution, isOwner: actor.isRepository });
 export const originOf = (actor: Actor): Origin => (actor.isRepository ? 'repository' : 'requestor');

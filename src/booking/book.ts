@@ -76,7 +76,7 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
     ...(extension.length ? { extension } : {}),
   };
   await c.observe?.({ interaction: rebooked?.resource ? 'update' : 'create', type: 'Appointment', resource: appointment, previous: rebooked?.resource });
-  const stored = (await repo.update(appointment, { owner: ownerOf(c.actor) })).resource;
+  const stored = (await repo.update(appointment, { owner: ownerOf(c.actor, 'Appointment') })).resource;
   await reserve(repo.db, stored.id as string, scheduleWindows(slots, window), slots.map((s) => s.id));
 
   if (rebooked?.resource) {
@@ -218,7 +218,7 @@ async function storeRelatedPerson(c: BookingContext, person: RelatedPerson, pati
   const candidate = { ...rest, meta: { tag: [{ ...EXTERNAL_TAG }] }, ...(person.patient || !patientRef ? {} : { patient: { reference: patientRef } }) } as RelatedPerson;
   checkParameterResource(candidate, 'related-person');
   await c.observe?.({ interaction: 'create', type: 'RelatedPerson', resource: candidate });
-  const stored = await c.repo.create(candidate, { owner: ownerOf(c.actor) });
+  const stored = await c.repo.create(candidate, { owner: ownerOf(c.actor, candidate.resourceType) });
   return { reference: `RelatedPerson/${stored.id}` };
 }
 
@@ -230,7 +230,7 @@ async function storeSubmittedInformation(c: BookingContext, qr: QuestionnaireRes
   const candidate: QuestionnaireResponse = { ...rest, ...(qr.subject || !patientRef ? {} : { subject: { reference: patientRef } }) };
   checkParameterResource(candidate, 'patientSubmittedInformation');
   await c.observe?.({ interaction: 'create', type: 'QuestionnaireResponse', resource: candidate });
-  const stored = await c.repo.create(candidate, { owner: ownerOf(c.actor) });
+  const stored = await c.repo.create(candidate, { owner: ownerOf(c.actor, candidate.resourceType) });
   return { reference: `QuestionnaireResponse/${stored.id}` };
 }
 

@@ -1,6 +1,7 @@
 import type { Bundle, Resource } from '@medplum/fhirtypes';
 import { isStoredType } from '../store/search/parameters';
-import { isValidId } from '../store/repository';
+import { ownerForWrite } from '../store/ownership';
+import { isValidId, visible } from '../store/repository';
 import { capabilityStatement } from './capability';
 import { runWriteHooks } from './hooks';
 import { findOperation } from './operations/registry';
@@ -121,7 +122,7 @@ export function versionHeaders(resource: Resource): Record<string, string> {
 
 /** Body checks shared by create and update: a resource of the URL's type, valid for the repository. */
 export function checkBody(type: string, body: unknown, id?: string): Resource {
-  if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be a FHIR resource');
+  if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be a FHIR resource', type);
   const resource = body as Resource;
   if (resource.resourceType !== type) {
     throw badRequest(`Resource type ${String(resource.resourceType)} does not match the URL (${type})`, 'resourceType');
@@ -136,7 +137,7 @@ async function create(type: string, req: FhirRequest, env: FhirEnv): Promise<Fhi
   const body = checkBody(type, withoutId(req.body));
   const stored = await env.repo.withTransaction(async (repo) => {
     await runWriteHooks({ interaction: 'create', type, resource: body, req, repo, ctx: env.ctx });
-    return repo.create(body, { owner: req.identity?.isOwner ? null : (req.identity?.institution ?? null) });
+    return repo.create(body, { owner: ownerForWrite(type, req.identity) });
   });
   return written(stored, 201, env, req);
 }
@@ -146,8 +147,10 @@ async function update(type: string, id: string, req: FhirRequest, env: FhirEnv):
   const scope = scopeOf(req.identity);
   const { resource, created } = await env.repo.withTransaction(async (repo) => {
     const current = await repo.readRow(type, id, { forUpdate: true });
+    // Another institution's resource does not exist for this requester: no hook may tell otherwise.
+    if (current && !visible(current.owner, scope)) throw notFound(type, id);
     await runWriteHooks({ interaction: 'update', type, resource: body, previous: current && !current.deleted ? current.resource : undefined, req, repo, ctx: env.ctx });
-    return repo.update(body, { ifMatch: req.headers.ifMatch, scope, owner: req.identity?.isOwner ? null : (req.identity?.institution ?? null) });
+    return repo.update(body, { ifMatch: req.headers.ifMatch, scope, owner: ownerForWrite(type, req.identity) });
   });
   return written(resource, created ? 201 : 200, env, req);
 }
@@ -155,6 +158,7 @@ async function update(type: string, id: string, req: FhirRequest, env: FhirEnv):
 async function remove(type: string, id: string, req: FhirRequest, env: FhirEnv): Promise<FhirResponse> {
   await env.repo.withTransaction(async (repo) => {
     const current = await repo.readRow(type, id, { forUpdate: true });
+    if (current && !visible(current.owner, scopeOf(req.identity))) throw notFound(type, id);
     if (current && !current.deleted) await runWriteHooks({ interaction: 'delete', type, previous: current.resource, req, repo, ctx: env.ctx });
     await repo.delete(type, id, { ifMatch: req.headers.ifMatch, scope: scopeOf(req.identity) });
   });

@@ -53,7 +53,7 @@ async function numberOutboxEvent(ctx: AppContext, tx: Db, row: OutboxRow): Promi
   let focus: { resource: Appointment; deleted: boolean } | undefined | null = null;
   const numbered: string[] = [];
   for (const topic of topicsFor(row.event_type)) {
-    const candidates = (await listeningChannels(tx, topic.url, new Date(row.occurred_at))).filter((c) => sees(c.owner, row.owner));
+    const candidates = (await listeningChannels(tx, topic.url, new Date(row.occurred_at))).filter((c) => sees(c.owner, row.owner, ctx.config.repositoryOwners));
     const matched: string[] = [];
     for (const c of candidates) {
       if (!c.filter) {
@@ -86,11 +86,12 @@ async function numberOutboxEvent(ctx: AppContext, tx: Db, row: OutboxRow): Promi
 }
 
 /**
- * CONTRACT section 4: a Subscription hears about the appointments its institution may read
- * (its own and the repository's); the repository's own subscriptions (no owner) hear all.
+ * CONTRACT section 4: a Subscription hears about the appointments its institution may read: its
+ * own and the repository's; the subscriptions of repository owners and of the repository itself
+ * (no owner) hear all.
  */
-function sees(subscriptionOwner: string | null, appointmentOwner: string | null): boolean {
-  return subscriptionOwner === null || appointmentOwner === null || subscriptionOwner === appointmentOwner;
+function sees(subscriptionOwner: string | null, appointmentOwner: string | null, repositoryOwners: readonly string[]): boolean {
+  return subscriptionOwner === null || appointmentOwner === null || subscriptionOwner === appointmentOwner || repositoryOwners.includes(subscriptionOwner);
 }
 
 async function readVersion(tx: Db, row: OutboxRow): Promise<{ resource: Appointment; deleted: boolean } | undefined> {

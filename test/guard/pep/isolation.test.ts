@@ -1,6 +1,7 @@
 import type { Bundle } from '@medplum/fhirtypes';
 import type { TestToken } from '../helpers/get-token';
 import { parameters, proposal } from '../../booking/builders';
+import { importResources } from '../../../src/fhir/import';
 import { call, institution, pepHarness, type PepHarness } from './helpers';
 
 const OWNER = '1-PEP-PRACTICE';
@@ -60,13 +61,14 @@ describe('institution isolation', () => {
     const created = await call(h, a, 'POST', '/Patient', { body: { resourceType: 'Patient', active: true, name: [{ family: 'Privat' }] } });
     expect(created.status).toBe(201);
     const patientId = created.body.id as string;
-    // An appointment everybody may see (the practice's own, unowned) that points at A's patient.
+    // An appointment everybody may see (imported by the repository itself, unowned) that points at A's patient.
     const shared = { ...proposal({ slot: [{ reference: 'Slot/Slot-Free-By-Schedule-Example' }], start: '2027-01-31T11:05:00Z', end: '2027-01-31T11:55:00Z' }), id: 'shared-appt', status: 'booked' as const };
     shared.participant = [{ actor: { reference: `Patient/${patientId}` }, status: 'accepted' }];
-    const put = await call(h, owner, 'PUT', '/Appointment/shared-appt', { body: shared });
-    expect(put.status).toBe(201);
+    await importResources(h.ctx, shared);
     const path = '/Appointment?_id=shared-appt&_include=Appointment:patient';
-    expect(ids((await call(h, a, 'GET', path)).body)).toEqual(['Appointment/shared-appt', `Patient/${patientId}`]);
+    const forA = await call(h, a, 'GET', path);
+    expect([forA.status, forA.body.issue]).toEqual([200, undefined]);
+    expect(ids(forA.body)).toEqual(['Appointment/shared-appt', `Patient/${patientId}`]);
     expect(ids((await call(h, b, 'GET', path)).body)).toEqual(['Appointment/shared-appt']);
     expect((await call(h, b, 'GET', `/Patient/${patientId}`)).status).toBe(404);
   });
