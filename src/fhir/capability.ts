@@ -25,12 +25,13 @@ const TYPE_PROFILES: Record<string, string> = {
   Subscription: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKSubscriptionTermin',
 };
 
-/** Includes/revincludes advertised per type (ISiK Termin-Repository, all MAY). */
+/** Includes/revincludes advertised per type (ISiK Termin-Repository: all MAY, `Encounter:patient` SHALL). */
 const INCLUDES: Record<string, { include?: string[]; revinclude?: string[] }> = {
   Schedule: { revinclude: ['Slot:schedule'] },
   Slot: { include: ['Slot:schedule'], revinclude: ['Appointment:slot'] },
   Appointment: { include: ['Appointment:slot', 'Appointment:actor'] },
   HealthcareService: { revinclude: ['Schedule:actor', 'Appointment:actor'] },
+  Encounter: { include: ['Encounter:patient'] },
 };
 
 /** Extra capability contributions from parts (subscriptions: topic canonicals, instantiates). */

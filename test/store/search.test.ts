@@ -46,6 +46,23 @@ const fixtures: Resource[] = [
   },
   { resourceType: 'Appointment', id: 'a2', status: 'cancelled', participant: [{ actor: { reference: 'Patient/p2' }, status: 'declined' }] },
   {
+    resourceType: 'Encounter',
+    id: 'e1',
+    status: 'finished',
+    class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'IMP' },
+    subject: { reference: 'Patient/p1' },
+    period: { start: '2026-12-31T20:00:00Z', end: '2027-01-01T10:00:00Z' },
+  },
+  {
+    resourceType: 'Encounter',
+    id: 'e2',
+    status: 'in-progress',
+    class: { system: 'http://terminology.hl7.org/CodeSystem/v3-ActCode', code: 'IMP' },
+    subject: { reference: 'Patient/p2' },
+    period: { start: '2027-01-05T08:00:00Z' },
+  },
+  { resourceType: 'Patient', id: 'p1', gender: 'female' },
+  {
     resourceType: 'CodeSystem',
     id: 'cs1',
     url: 'http://terminus.local/cs/services',
@@ -93,6 +110,13 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
     ['Schedule', '_id=s1,s2', ['s1', 's2']],
     ['Appointment', 'status=cancelled', ['a2']],
     ['Appointment', 'status=booked&status=cancelled', []],
+    // a primitive code carries the system of its required binding's one CodeSystem
+    ['Slot', 'schedule=s1&status=http://hl7.org/fhir/slotstatus|busy', ['sl2']],
+    ['Slot', 'schedule=s1&status=http://hl7.org/fhir/slotstatus|', ['sl1', 'sl2']],
+    ['Slot', 'schedule=s1&status=http://example.org/other|busy', []],
+    ['Appointment', 'status=http://hl7.org/fhir/appointmentstatus|cancelled', ['a2']],
+    ['Patient', 'gender=http://hl7.org/fhir/administrative-gender|female', ['p1']],
+    ['Encounter', 'status=http://hl7.org/fhir/encounter-status|finished', ['e1']],
     // reference
     ['Schedule', 'actor=Practitioner/doc1', ['s1']],
     ['Slot', 'schedule=s1', ['sl1', 'sl2']],
@@ -121,6 +145,29 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
     ['Slot', '_lastUpdated=lt2000-01-01', []],
     ['Slot', '_id:not=sl1&schedule=s1', ['sl2']],
     ['Appointment', 'date:missing=true', ['a2']],
+    // Period targets (R4 search.html prefixes): e1 = 2026-12-31T20:00Z..2027-01-01T10:00Z, e2 = 2027-01-05T08:00Z..open.
+    // ge = the range above the search value overlaps the target, or the search value contains it:
+    // e1 only overlaps 2027-01-01 from below and contains no part above it, so it is not ge2027-01-01.
+    ['Encounter', 'date=ge2027-01-01', ['e2']],
+    ['Encounter', 'date=ge2026-12-31', ['e1', 'e2']],
+    ['Encounter', 'date=le2026-12-31', []],
+    ['Encounter', 'date=le2027-01-01', ['e1']],
+    ['Encounter', 'date=gt2026-12-31', ['e1', 'e2']],
+    ['Encounter', 'date=lt2027-01-01', ['e1']],
+    ['Encounter', 'date=2027-01-01', []],
+    ['Encounter', 'date=2027', []],
+    ['Encounter', 'date=ne2027-01-01', ['e1', 'e2']],
+    ['Encounter', 'date=sa2026-12-31', ['e2']],
+    ['Encounter', 'date=eb2027-01-05', ['e1']],
+    ['Encounter', 'date=ge2026-12-31&date=le2027-01-01', ['e1']],
+    ['Encounter', 'date=ge2026-12-31T20:00:00Z', ['e1', 'e2']],
+    ['Encounter', 'date=le2027-01-01T10:00:00Z', ['e1']],
+    // ISiK date-start / end-date (Encounter.period.start / .end)
+    ['Encounter', 'date-start=2026-12-31', ['e1']],
+    ['Encounter', 'date-start=ge2027-01-01', ['e2']],
+    ['Encounter', 'end-date=2027-01-01', ['e1']],
+    ['Encounter', 'end-date=lt2027-01-02', ['e1']],
+    ['Encounter', 'end-date:missing=true', ['e2']],
     // string
     ['HealthcareService', 'name=general', ['hs1']],
     ['HealthcareService', 'name=General%20consultation%20office%20of%20the%20Neurology%20department', ['hs1']],
@@ -146,6 +193,17 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
     ['CodeSystem', 'url=http://terminus.local/cs/services', ['cs1']],
   ])('%s?%s', async (type, query, expected) => {
     expect(await ids(type, query)).toEqual(expected);
+  });
+
+  test('`|code` never matches a bound code: R4 `|code` asks for a token without system, and a code-typed element has the implicit system of its required binding', async () => {
+    expect(await ids('Slot', 'schedule=s1&status=|busy')).toEqual([]);
+    expect(await ids('Slot', 'schedule=s1&status=busy')).toEqual(['sl2']);
+  });
+
+  test('_include=Encounter:patient adds the subject Patient', async () => {
+    const { request } = parseSearch('Encounter', [['_id', 'e1'], ['_include', 'Encounter:patient']]);
+    const result = await repo.search(request);
+    expect(result.included.map((r) => `${r.resourceType}/${r.id}`)).toEqual(['Patient/p1']);
   });
 
   test('total, count and offset page through results', async () => {

@@ -54,7 +54,7 @@ export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRow
     if (values.length === 0) continue;
     switch (def.type) {
       case 'token':
-        for (const v of values) pushTokens(rows.tokens, def.code, v);
+        for (const v of values) pushTokens(rows.tokens, def.code, v, def.implicitSystem);
         break;
       case 'uri':
         for (const v of values) if (typeof v.value === 'string') rows.tokens.push({ param: def.code, system: null, code: v.value });
@@ -91,11 +91,12 @@ export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRow
   return dedupe(rows);
 }
 
-function pushTokens(out: TokenRow[], param: string, v: TypedValue): void {
+/** `implicitSystem`: the system a bound primitive `code` stands in (see SearchParamDef). */
+function pushTokens(out: TokenRow[], param: string, v: TypedValue, implicitSystem?: string): void {
   const value = v.value as Record<string, unknown> | string | boolean | number | undefined;
   if (value === undefined || value === null) return;
   if (typeof value !== 'object') {
-    out.push({ param, system: null, code: String(value) });
+    out.push({ param, system: typeof value === 'string' && implicitSystem ? implicitSystem : null, code: String(value) });
     return;
   }
   switch (v.type) {

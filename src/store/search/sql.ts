@@ -134,7 +134,11 @@ function localReference(ctx: Ctx, type: string, param: string, value: string): s
   return targets.length === 1 && /^[A-Za-z0-9\-.]{1,64}$/.test(local) ? `${targets[0]}/${local}` : undefined;
 }
 
-/** The smallest range every value of an AND-ed date filter confines matches to (index bound). */
+/**
+ * A range every value of an AND-ed date filter confines matches to (index bound, not the match
+ * itself: `dateCondition` still decides). `ge` targets all end at or after the search value's
+ * start (`low >= s.low` or `high > s.high`), `le` targets all start at or before its end.
+ */
 function boundingWindow(values: string[]): DateRange {
   let low = -Infinity;
   let high = Infinity;
@@ -279,8 +283,11 @@ function referenceCondition(ctx: Ctx, x: string, value: string, typeModifier?: s
 }
 
 /**
- * FHIR date prefixes with precision semantics: the search value is the range its precision
- * implies; eq = the resource's range lies within it, ap = within 10% of the distance to now.
+ * FHIR date prefixes with precision semantics (R4 search.html, prefixes): the search value is the
+ * range its precision implies; eq = the target's range lies within it; gt = the target reaches
+ * above it; ge = gt, or the target lies within it (since low <= high, `low >= search.low OR
+ * high > search.high`), so a Period that only overlaps the search day from below is not `ge`
+ * that day; le/lt mirror it; ap = within 10% of the distance to now.
  */
 function dateCondition(ctx: Ctx, lowCol: string, highCol: string, raw: string): string {
   const [prefix, v] = splitDatePrefix(raw);
@@ -297,9 +304,9 @@ function dateCondition(ctx: Ctx, lowCol: string, highCol: string, raw: string): 
     case 'lt':
       return `${lowCol} < ${lo()}`;
     case 'ge':
-      return `${highCol} >= ${lo()}`;
+      return `(${lowCol} >= ${lo()} OR ${highCol} > ${hi()})`;
     case 'le':
-      return `${lowCol} <= ${hi()}`;
+      return `(${highCol} <= ${hi()} OR ${lowCol} < ${lo()})`;
     case 'sa':
       return `${lowCol} > ${hi()}`;
     case 'eb':
