@@ -59,8 +59,9 @@ CREATE TABLE subscription_event (
 -- Mirror of the Subscription resources. Client writes pass the sealed headers through the
 -- transaction-local setting `terminus.subscription_headers` (set by the subscriptions write hook
 -- right before the write, consumed here); server-side writes (status changes) leave it unset and
--- keep the sealed headers. A Subscription moved (back) to `requested` starts a new handshake and
--- skips events numbered while it was off or in error (the client recovers them with $events).
+-- keep the sealed headers. A Subscription moved (back) to `requested` starts a new handshake; one
+-- coming from off or error skips the events numbered meanwhile (the client recovers them with
+-- $events), one that was active keeps its undelivered events.
 CREATE FUNCTION subscription_mirror() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   staged  text := nullif(current_setting('terminus.subscription_headers', true), '');
@@ -94,8 +95,12 @@ BEGIN
     headers_sealed = coalesce(staged, prev.headers_sealed)
   WHERE id = NEW.id;
   IF coalesce(c->>'status', 'requested') = 'requested' AND prev.status IS DISTINCT FROM 'requested' THEN
+    -- A new handshake now, not after the backoff of the old channel. Only a subscription coming
+    -- back from off or error skips its backlog; one that was active (a new header, endpoint or
+    -- payload) keeps it and gets it after the handshake: nothing it was owed is dropped.
     UPDATE subscription_channel SET
-      delivered_through = events_since_start, failures = 0, next_attempt_at = NULL, error_code = NULL, last_success_at = NULL
+      delivered_through = CASE WHEN prev.status IN ('off', 'error') THEN events_since_start ELSE delivered_through END,
+      failures = 0, next_attempt_at = NULL, error_code = NULL, last_success_at = NULL
     WHERE id = NEW.id;
   END IF;
   RETURN NULL;

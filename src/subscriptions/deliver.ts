@@ -19,6 +19,12 @@ export interface DeliverySettings {
   maxTimeoutMs: number;
   /** Notifications sent per claim before the subscription is released to the others (bounds the lease). */
   perClaim: number;
+  /**
+   * How long a claim keeps the other senders off a subscription; unset: derived from `perClaim`
+   * and `maxTimeoutMs` (see `leaseMs`). Shorter only where a quick takeover after a crash matters
+   * more than order (tests).
+   */
+  leaseMs?: number;
 }
 
 /**
@@ -32,7 +38,7 @@ type StepOutcome = { next: Channel } | { next?: undefined; leased: boolean };
 
 /** How long a claim holds a subscription: enough for `perClaim` notifications at the longest timeout. */
 export function leaseMs(settings: DeliverySettings): number {
-  return settings.maxTimeoutMs * (settings.perClaim + 1) + 5000;
+  return settings.leaseMs ?? settings.maxTimeoutMs * (settings.perClaim + 1) + 5000;
 }
 
 /**

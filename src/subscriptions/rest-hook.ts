@@ -15,6 +15,22 @@ export type PostResult = { ok: true; status: number } | { ok: false; code: Deliv
 const agents = { http: new http.Agent({ keepAlive: false, maxSockets: 16 }), https: new https.Agent({ keepAlive: false, maxSockets: 16 }) };
 
 /**
+ * Every channel.header is sent: names repeated (in any case) become one field line each, in the
+ * order given, under the first spelling of the name (Node merges header names case-insensitively).
+ */
+function fieldLines(headers: ChannelHeader[]): Map<string, string[]> {
+  const byName = new Map<string, string[]>();
+  const spelling = new Map<string, string>();
+  for (const h of headers) {
+    const key = h.name.toLowerCase();
+    if (!spelling.has(key)) spelling.set(key, h.name);
+    const name = spelling.get(key)!;
+    byName.set(name, [...(byName.get(name) ?? []), h.value]);
+  }
+  return byName;
+}
+
+/**
  * One rest-hook POST (backport "channels"): Content-Type = `channel.payload`, every
  * `channel.header` as an HTTP header. 2xx is success; a connection or timeout failure is
  * `no-response` (`dns-resolution-error` when the name does not resolve), any other status
@@ -30,8 +46,8 @@ export function postNotification(endpoint: string, body: string, contentType: st
       resolve(r);
     };
     const url = new URL(endpoint);
-    const outgoing: Record<string, string> = {};
-    for (const h of headers) outgoing[h.name] = h.value;
+    const outgoing: Record<string, string | string[]> = {};
+    for (const [name, values] of fieldLines(headers)) outgoing[name] = values;
     outgoing['Content-Type'] = contentType;
     outgoing['Content-Length'] = String(Buffer.byteLength(body));
     const client = url.protocol === 'https:' ? https : http;

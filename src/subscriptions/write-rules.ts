@@ -23,6 +23,7 @@ export async function onSubscriptionWrite(event: WriteEvent): Promise<void> {
   checkFilter(sub, topic);
   checkChannelType(sub);
   checkPayload(sub);
+  statePayloadContent(sub);
   const problem = endpointProblem(sub.channel?.endpoint, event.ctx.config.production);
   if (problem) throw refuse.invalidEndpoint(problem);
 
@@ -85,6 +86,17 @@ function checkPayload(sub: Subscription): void {
   if (content !== 'id-only') throw refuse.unsupportedPayloadContent(content);
 }
 
+/**
+ * Accepted with modification: a Subscription without `backport-payload-content` gets id-only
+ * written in, so a read shows what the server delivers (backport IG "payloads": the server
+ * states the content it sends).
+ */
+function statePayloadContent(sub: Subscription): void {
+  const channel = sub.channel as Subscription['channel'] & { _payload?: { extension?: Extension[] } };
+  if (extensions(channel._payload?.extension, EXT.payloadContent).length) return;
+  channel._payload = { ...channel._payload, extension: [...(channel._payload?.extension ?? []), { url: EXT.payloadContent, valueCode: 'id-only' }] };
+}
+
 /** `backport-payload-content`; absent means id-only, what this server sends. */
 export function payloadContent(sub: Subscription): string {
   const ext = extensions((sub.channel as { _payload?: { extension?: Extension[] } })._payload?.extension, EXT.payloadContent)[0];
@@ -95,6 +107,8 @@ export function payloadContent(sub: Subscription): string {
  * Backport IG "channels": a new Subscription is `requested` whatever the client sent. Later the
  * client may turn it `off`, or ask for (re)activation with `requested`/`active`, which restarts
  * the handshake; `active` and `error` are the server's to set ("errors": never reset silently).
+ * A changed channel of an active subscription is handshaken again too; its undelivered events
+ * are kept for after the handshake (the mirror trigger skips them only coming from off or error).
  */
 function nextStatus(sub: Subscription, previous: Subscription | undefined, headersChanged: boolean): Subscription['status'] {
   if (!previous) return 'requested';

@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Bundle, Parameters, Subscription } from '@medplum/fhirtypes';
 import request from 'supertest';
-import { startSubscriptions, type Dispatcher } from '../../src/subscriptions';
+import { startSubscriptions, type Dispatcher, type DispatcherSettings } from '../../src/subscriptions';
 import { bookingFixture, FHIR_JSON, freeSlot, MANUAL, patient, proposal, put, schedule, type BookingFixture } from '../booking/builders';
 
 export const UPDATE = 'https://gematik.de/fhir/isik/SubscriptionTopic/appointment-update';
@@ -24,6 +24,8 @@ export interface Received {
 export class Receiver {
   readonly received: Received[] = [];
   status = 200;
+  /** Decides the answer per request instead of `status` (a receiver that checks credentials). */
+  answer?: (got: Received) => number;
   /** Delay before answering (timeout tests). */
   delayMs = 0;
   private server?: http.Server;
@@ -41,9 +43,10 @@ export class Receiver {
         } catch {
           bundle = undefined;
         }
-        this.received.push({ path: req.url ?? '', headers: req.headers, text, bundle });
+        const got = { path: req.url ?? '', headers: req.headers, text, bundle };
+        this.received.push(got);
         setTimeout(() => {
-          res.statusCode = this.status;
+          res.statusCode = this.answer ? this.answer(got) : this.status;
           res.end();
         }, this.delayMs);
       });
@@ -139,10 +142,10 @@ export interface SubscriptionFixture extends BookingFixture {
 }
 
 /** The booking fixture (ISiK Stufe 5 data) with a manual-confirmation schedule and the delivery loop running. */
-export async function subscriptionFixture(opts: { pglite?: boolean; dispatcher?: boolean } = {}): Promise<SubscriptionFixture> {
+export async function subscriptionFixture(opts: { pglite?: boolean; dispatcher?: boolean; settings?: Partial<DispatcherSettings> } = {}): Promise<SubscriptionFixture> {
   const f = await bookingFixture(opts);
   await put(f, schedule('manual-schedule', { extension: [{ url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Schedule.name', valueString: 'manuell' }, MANUAL] }), patient('patient-b'));
-  const dispatcher = startSubscriptions(f.ctx, FAST);
+  const dispatcher = startSubscriptions(f.ctx, { ...FAST, ...opts.settings });
   const close = f.close;
   return {
     ...f,

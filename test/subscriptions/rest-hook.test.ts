@@ -96,6 +96,23 @@ describe('outgoing rest-hook requests (ISiK point 7)', () => {
     }
   });
 
+  test('a header name given twice, also in another case: each value is its own field line, in order', async () => {
+    let raw: string[] = [];
+    const s = await serve((req, res) => {
+      raw = req.rawHeaders;
+      req.resume();
+      req.on('end', () => res.end());
+    });
+    try {
+      const result = await postNotification(s.url, '{}', 'application/fhir+json', [{ name: 'X-Tenant', value: 'a' }, { name: 'x-tenant', value: 'b' }, { name: 'X-TENANT', value: 'c' }], 1000);
+      expect(result).toEqual({ ok: true, status: 200 });
+      const lines = raw.flatMap((v, i) => (i % 2 === 0 && v.toLowerCase() === 'x-tenant' ? [`${v}: ${raw[i + 1]}`] : []));
+      expect(lines).toEqual(['X-Tenant: a', 'X-Tenant: b', 'X-Tenant: c']);
+    } finally {
+      await s.close();
+    }
+  });
+
   test.each([
     ['https://portal.example.org/notify', false, undefined],
     ['http://127.0.0.1:8080/notify', false, undefined],
