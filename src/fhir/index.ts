@@ -55,14 +55,23 @@ export function fhirRouter(ctx: AppContext, env: FhirEnv = fhirEnv(ctx)): Router
   return router;
 }
 
+/**
+ * FHIRPath of a body-level problem (not JSON, not XML, not an object): the whole resource. A
+ * client can then tell a broken body from a broken element the same way for every 400.
+ */
+const WHOLE_BODY = '$this';
+
 function toOutcomeError(err: unknown): OperationOutcomeError | undefined {
   if (err instanceof OperationOutcomeError) return err;
-  if (err instanceof FhirFormatError) return new OperationOutcomeError(err.status, [issue(err.code as 'structure', err.message, err.expression)]);
+  if (err instanceof FhirFormatError) {
+    const expression = err.expression ?? (err.status === 400 ? WHOLE_BODY : undefined);
+    return new OperationOutcomeError(err.status, [issue(err.code as 'structure', err.message, expression)]);
+  }
   // body-parser: payload too large / bad charset
   const status = (err as { status?: number; type?: string })?.status;
   if (status === 413) return new OperationOutcomeError(413, [issue('too-costly', `Request body larger than ${BODY_LIMIT}`)]);
   if (status === 415) return new OperationOutcomeError(415, [issue('not-supported', 'Unsupported request body encoding')]);
-  if (status === 400) return new OperationOutcomeError(400, [issue('structure', 'Malformed request body')]);
+  if (status === 400) return new OperationOutcomeError(400, [issue('structure', 'Malformed request body', WHOLE_BODY)]);
   return undefined;
 }
 
@@ -122,6 +131,6 @@ function parseJsonPatch(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {
-    throw new OperationOutcomeError(400, [issue('structure', 'JSON Patch body is not valid JSON')]);
+    throw new OperationOutcomeError(400, [issue('structure', 'JSON Patch body is not valid JSON', WHOLE_BODY)]);
   }
 }
