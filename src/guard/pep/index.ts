@@ -14,11 +14,12 @@ import { InsufficientScope, withChallenge } from './errors';
 import { CLIENT_DATA, clientDataHeader, POPP_CONTENT, poppContentHeader, stripIdentityHeaders, USER_INFO, userInfoHeader } from './forwarded-headers';
 import { logHash, requestIdentity } from './identity';
 import { PoppJwks } from './popp/popp-jwks';
-import { requiresPopp } from './popp/popp-routes';
+import { reachRequiresPopp } from './popp/popp-routes';
 import { verifyPopp, type VerifiedPopp } from './popp/verify-popp';
 import { clientBucket, withinRateLimit } from './rate-limit-per-client';
 import { recordRequest } from './request-ledger';
-import { missingScopes, scopesFor, type PolledJob } from './required-scopes';
+import { reachOf, type Reach, type ReachRequest } from './request-reach';
+import { missingScopes, requiredScopes, type PolledJob } from './required-scopes';
 import { pepSettings, type PepSettings } from './settings';
 import { AccessTokenVerifier } from './verify-access-token';
 import { ProofKeyCache, proofIsFresh, replayWindowEnd, verifyRequestProof } from './verify-request-proof';
@@ -114,8 +115,9 @@ async function enforce(pep: Pep, req: Request, res: Response): Promise<void> {
   withinRateLimit(ledger.rate, res); // per client_id, x-rate-limit-*
   proofIsFresh(ledger.fresh); // jti once across replicas
   const r = routeOf(req);
-  if (r) await hasScopes(pep, req, r, facts.scopes); // SMART v2 scope of the interaction
-  const popp = await patientPresence(pep, req, r, token.sub, now); // PoPP where configured: missing 400, invalid 403
+  const reach = r ? reachOf(await fhirRequestOf(pep, req, r), r) : undefined; // every interaction and type the request touches
+  if (reach) await hasScopes(pep, reach, facts.scopes); // SMART v2 scopes of all of them
+  const popp = await patientPresence(pep, req, reach, token.sub, now); // PoPP where configured: missing 400, invalid 403
   req.headers[USER_INFO] = facts.userInfo; // seed 000 2.11
   req.headers[CLIENT_DATA] = facts.clientData;
   if (popp) req.headers[POPP_CONTENT] = poppContentHeader(popp.payloadJson, settings.headerCaps);
@@ -144,9 +146,13 @@ function factsOf(pep: Pep, token: AccessTokenPayload): TokenFacts {
   return facts;
 }
 
-/** A route listed in POPP_REQUIRED_ROUTES needs a PoPP; one sent elsewhere is checked too (its content is forwarded). */
-async function patientPresence(pep: Pep, req: Request, r: Route | undefined, actor: string, now: Date): Promise<VerifiedPopp | undefined> {
-  const required = r !== undefined && requiresPopp(pep.settings.popp.requiredRoutes, r);
+/**
+ * A request that reaches a route listed in POPP_REQUIRED_ROUTES (through a Bundle entry or a
+ * search's includes and chains too) needs a PoPP; one sent elsewhere is checked too (its content
+ * is forwarded).
+ */
+async function patientPresence(pep: Pep, req: Request, reach: Reach | undefined, actor: string, now: Date): Promise<VerifiedPopp | undefined> {
+  const required = reach !== undefined && reachRequiresPopp(pep.settings.popp.requiredRoutes, reach);
   if (!pep.popp || (!required && req.headers.popp === undefined)) return undefined;
   return verifyPopp(pep.popp, pep.settings, { headerValues: req.headersDistinct.popp, actor, now });
 }
@@ -170,17 +176,39 @@ function routeOf(req: Request): Route | undefined {
   }
 }
 
-async function hasScopes(pep: Pep, req: Request, r: Route, granted: string[]): Promise<void> {
-  const needs = scopesFor(r, {
-    bundle: r.interaction === 'transaction' || r.interaction === 'batch' ? await bundleOf(pep, req) : undefined,
-    polled: r.interaction === 'async-status' ? await polledJob(pep.ctx, r.id!) : undefined,
-  });
+async function hasScopes(pep: Pep, reach: Reach, granted: string[]): Promise<void> {
+  const polls = reach.routes.find((x) => x.interaction === 'async-status');
+  const needs = requiredScopes(reach, { polled: polls ? await polledJob(pep.ctx, polls.id!) : undefined });
   const missing = missingScopes(needs, granted);
   if (missing.length > 0) throw new InsufficientScope(missing);
 }
 
-/** The Bundle of `POST /fhir`; unparsable bodies are left to the FHIR layer's 400. */
-async function bundleOf(pep: Pep, req: Request): Promise<unknown> {
+/**
+ * The request as the FHIR layer will see it (fhir/index.ts): the raw query pairs, the form
+ * parameters of `POST [type]/_search`, the Bundle of `POST /fhir`. Other bodies stay unread.
+ */
+async function fhirRequestOf(pep: Pep, req: Request, r: Route): Promise<ReachRequest> {
+  const path = req.path.split('/').filter(Boolean).map(decodeURIComponent);
+  const query = rawQuery(req);
+  const bundle = r.interaction === 'transaction' || r.interaction === 'batch';
+  const formSearch = r.interaction === 'search-type' && req.method === 'POST';
+  if (!bundle && !formSearch) return { method: req.method, path, query };
+  const text = await bodyText(pep, req);
+  if (!text.trim()) return { method: req.method, path, query };
+  const contentType = req.header('content-type');
+  if (formSearch) {
+    const form = contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded') ? [...new URLSearchParams(text).entries()] : [];
+    return { method: req.method, path, query: [...query, ...form] };
+  }
+  try {
+    return { method: req.method, path, query, body: parseBody(contentType, text) };
+  } catch {
+    return { method: req.method, path, query }; // unparsable: the FHIR layer's 400
+  }
+}
+
+/** Reads the body before the FHIR layer does (its parser then skips); too large is 413. */
+async function bodyText(pep: Pep, req: Request): Promise<string> {
   await new Promise<void>((resolve, reject) =>
     pep.readBody(req, {} as Response, (err?: unknown) => {
       if (!err) return resolve();
@@ -188,12 +216,13 @@ async function bundleOf(pep: Pep, req: Request): Promise<unknown> {
       reject(status === 413 ? new InvalidRequest('the request body is too large', { status: 413 }) : new InvalidRequest('the request body cannot be read'));
     }),
   );
-  const text = typeof req.body === 'string' ? req.body : '';
-  try {
-    return text.trim() ? parseBody(req.header('content-type'), text) : undefined;
-  } catch {
-    return undefined;
-  }
+  return typeof req.body === 'string' ? req.body : '';
+}
+
+/** Raw query pairs in order, as the FHIR layer reads them (repeats AND, commas OR). */
+function rawQuery(req: Request): [string, string][] {
+  const i = req.originalUrl.indexOf('?');
+  return i < 0 ? [] : [...new URLSearchParams(req.originalUrl.slice(i + 1)).entries()];
 }
 
 async function polledJob(ctx: AppContext, id: string): Promise<PolledJob | undefined> {

@@ -1,7 +1,7 @@
-import type { Bundle } from '@medplum/fhirtypes';
-import { route, type Route } from '../../fhir/interactions';
+import type { Route } from '../../fhir/interactions';
 import type { FhirRequest } from '../../fhir/request';
 import { scopeCovered } from '../policy/scopes';
+import { ANY_TYPE, reachOfStored, type Reach } from './request-reach';
 
 /** SMART v2 permissions (CONTRACT section 4: `system/Appointment.crus`). */
 export type Permission = 'c' | 'r' | 'u' | 'd' | 's';
@@ -25,12 +25,27 @@ const OPERATIONS: Record<string, (r: Route) => ScopeNeed[]> = {
 };
 
 /**
- * Issue 6 point 2: the scopes one FHIR interaction needs. Reads, versions and history need `r`,
- * searches `s`, create `c`, update and patch `u`, delete `d`; transaction and batch Bundles the
- * scopes of all their entries (`bundle`); the capability statement none. Async polling
- * (`_async/{id}`) needs what the polled request needed (`polled`: the job that runs it).
+ * Issue 6 point 2: the scopes a request needs, from its reach (request-reach.ts): every
+ * interaction that runs (a transaction's or batch's entries included), `s` on every type its
+ * searches reach through `_include`, `_revinclude`, `_has` and chains, and every permission on
+ * every type (`system/*.cruds`) when the reach has anything the enforcement point cannot follow.
+ * Async polling (`_async/{id}`) needs what the polled request needed (`polled`: the job that runs it).
  */
-export function scopesFor(r: Route, more: { bundle?: unknown; polled?: PolledJob } = {}): ScopeNeed[] {
+export function requiredScopes(reach: Reach, more: { polled?: PolledJob } = {}): ScopeNeed[] {
+  const needs = new Set<ScopeNeed>();
+  for (const r of reach.routes) for (const n of r.interaction === 'async-status' ? (more.polled ? pollScopes(more.polled) : []) : scopesFor(r)) needs.add(n);
+  for (const type of reach.searched) needs.add(need(type, 's'));
+  if (reach.unfollowed.length) for (const p of ALL) needs.add(need(ANY_TYPE, p));
+  return [...needs];
+}
+
+/**
+ * The scopes one FHIR interaction needs by its route alone. Reads, versions and history need `r`,
+ * searches `s`, create `c`, update and patch `u`, delete `d`; the capability statement none. A
+ * transaction or batch needs what its entries need (`requiredScopes`), and async polling what
+ * the polled request needs: neither is known from the route, so alone they need everything.
+ */
+export function scopesFor(r: Route): ScopeNeed[] {
   switch (r.interaction) {
     case 'capabilities':
       return [];
@@ -50,17 +65,16 @@ export function scopesFor(r: Route, more: { bundle?: unknown; polled?: PolledJob
     case 'operation':
       return operationScopes(r);
     case 'async-status':
-      return more.polled ? pollScopes(more.polled) : [];
     case 'transaction':
     case 'batch':
-      return bundleScopes(more.bundle, 0);
+      return [];
   }
 }
 
 function operationScopes(r: Route): ScopeNeed[] {
   const known = OPERATIONS[r.operation ?? ''];
   if (known) return known(r);
-  return ALL.map((p) => need(r.type ?? '*', p));
+  return ALL.map((p) => need(r.type ?? ANY_TYPE, p));
 }
 
 /** An async job (`async_job`): its kind and payload. */
@@ -71,42 +85,16 @@ export interface PolledJob {
 
 /**
  * A `fhir-request` job carries the FHIR request it runs (fhir/operations/async.ts): polling needs
- * that request's scopes. Other kinds name no request; the job's owner check is all there is.
+ * that request's scopes, query and body included. Other kinds name no request; the job's owner
+ * check is all there is.
  */
 function pollScopes(job: PolledJob): ScopeNeed[] {
   const p = job.payload as Partial<FhirRequest> | null;
   if (job.kind !== 'fhir-request' || !p || typeof p.method !== 'string' || !Array.isArray(p.path)) return [];
-  try {
-    return scopesFor(route({ method: p.method, path: p.path as string[], query: [], headers: {} }));
-  } catch {
-    return [];
-  }
-}
-
-/** Union of the entries' scopes; nested Bundles (a batch may carry one) count too. */
-function bundleScopes(body: unknown, depth: number): ScopeNeed[] {
-  const bundle = body as Bundle | undefined;
-  if (!bundle || bundle.resourceType !== 'Bundle' || depth > 3) return [];
-  const needs = new Set<ScopeNeed>();
-  for (const entry of bundle.entry ?? []) {
-    const method = entry.request?.method;
-    const url = entry.request?.url;
-    if (!method || !url) continue;
-    let r: Route;
-    try {
-      r = route(entryRequest(method, url));
-    } catch {
-      continue; // the FHIR layer refuses this entry before anything runs
-    }
-    const nested = r.interaction === 'transaction' || r.interaction === 'batch' ? bundleScopes(entry.resource, depth + 1) : scopesFor(r);
-    for (const n of nested) needs.add(n);
-  }
-  return [...needs];
-}
-
-function entryRequest(method: string, url: string): FhirRequest {
-  const u = new URL(url, 'http://entry.invalid/');
-  return { method, path: u.pathname.split('/').filter(Boolean).map(decodeURIComponent), query: [], headers: {} };
+  const query = Array.isArray(p.query) ? (p.query as [string, string][]) : [];
+  const reach = reachOfStored({ method: p.method, path: p.path as string[], query, body: p.body });
+  // A polled job is never itself a poll: its async-status route (if any) needs nothing more.
+  return reach ? requiredScopes({ ...reach, routes: reach.routes.filter((r) => r.interaction !== 'async-status') }) : [];
 }
 
 /** The needs the granted scopes do not cover (SMART v2: `system/*.cruds` covers all). */

@@ -33,6 +33,11 @@ describe('scopes per interaction', () => {
     type: 'batch',
     entry: [{ resource: { resourceType: 'Bundle', type: 'transaction', entry: [{ request: { method: 'DELETE', url: 'Schedule/Schedule-Read-Example' } }] }, request: { method: 'POST', url: '/' } }],
   };
+  // Review hole 1: five batches deep, a DELETE the old walk (depth > 3) never saw.
+  let deepBatch: unknown = { resourceType: 'Bundle', type: 'batch', entry: [{ request: { method: 'DELETE', url: 'Slot/Slot-Free-Example' } }] };
+  for (let i = 0; i < 5; i++) deepBatch = { resourceType: 'Bundle', type: 'batch', entry: [{ resource: deepBatch, request: { method: 'POST', url: '/' } }] };
+  const batchOf = (...urls: string[]) => ({ resourceType: 'Bundle', type: 'batch', entry: urls.map((url) => ({ request: { method: 'GET', url } })) });
+  const EVERYTHING = 'system/*.c system/*.r system/*.u system/*.d system/*.s';
 
   const table: [string, string, string, unknown, string][] = [
     ['read', 'GET', '/Appointment/a1', undefined, 'system/Appointment.r'],
@@ -49,7 +54,15 @@ describe('scopes per interaction', () => {
     ['$status over subscriptions', 'GET', '/Subscription/$status', undefined, 'system/Subscription.s'],
     ['$events', 'GET', '/Subscription/s1/$events', undefined, 'system/Subscription.r'],
     ['transaction: the scopes of all entries', 'POST', '', transaction, 'system/Patient.c system/Appointment.u'],
-    ['batch with a nested transaction', 'POST', '/', nestedBatch, 'system/Schedule.d'],
+    ['batch with a nested transaction: a Bundle the FHIR layer refuses needs everything', 'POST', '/', nestedBatch, EVERYTHING],
+    ['five nested batches', 'POST', '/', deepBatch, EVERYTHING],
+    ['batch with an entry that does not route', 'POST', '/', batchOf('Slot/Slot-Free-Example', 'Nonsense/x'), EVERYTHING],
+    ['_revinclude: the including type', 'GET', '/Slot?_id=Slot-Free-Example&_revinclude=Appointment:slot', undefined, 'system/Appointment.s'],
+    ['_include: the target type', 'GET', '/Slot?_id=Slot-Free-Example&_include=Slot:schedule', undefined, 'system/Schedule.s'],
+    ['_has: the referring type', 'GET', '/Slot?_has:Appointment:slot:status=booked', undefined, 'system/Appointment.s'],
+    ['a chain: every type on the way', 'GET', '/Slot?schedule.actor:HealthcareService.type=http://s|1', undefined, 'system/Schedule.s system/HealthcareService.s'],
+    ['_revinclude in a POST _search form', 'POST', '/Slot/_search', '_id=Slot-Free-Example&_revinclude=Appointment:slot', 'system/Appointment.s'],
+    ['_revinclude in a batch entry', 'POST', '/', batchOf('Slot?_id=Slot-Free-Example&_revinclude=Appointment:slot'), 'system/Appointment.s'],
     ['an operation nobody assigned a scope: every permission on its type', 'POST', '/Slot/$lock', {}, 'system/Slot.c system/Slot.u system/Slot.d'],
     ['a system-level operation nobody assigned a scope', 'POST', '/$purge', {}, 'system/*.c system/*.r system/*.u system/*.d system/*.s'],
   ];
@@ -71,6 +84,8 @@ describe('scopes per interaction', () => {
 
   const requestorRefused: [string, string, string, unknown, string][] = [
     ['search Patients (Patient.cr has no s)', 'GET', '/Patient', undefined, 'system/Patient.s'],
+    ['include Patients: a search of them', 'GET', '/Appointment?_include=Appointment:patient', undefined, 'system/Patient.s'],
+    ['chain through Patient', 'GET', '/Appointment?patient.name=Privat', undefined, 'system/Patient.s'],
     ['delete an Appointment', 'DELETE', '/Appointment/a1', undefined, 'system/Appointment.d'],
     ['change a Slot', 'PUT', '/Slot/Slot-Free-Example', freeSlot('Slot-Free-Example', '2027-01-01T11:00:00Z', '2027-01-01T12:00:00Z'), 'system/Slot.u'],
     ['import by transaction', 'POST', '', { resourceType: 'Bundle', type: 'transaction', entry: [{ resource: freeSlot('imp-1', '2027-03-01T08:00:00Z', '2027-03-01T08:15:00Z'), request: { method: 'PUT', url: 'Slot/imp-1' } }] }, 'system/Slot.u'],
@@ -81,6 +96,19 @@ describe('scopes per interaction', () => {
     expect(res.status).toBe(403);
     expect(res.body.error).toBe('insufficient_scope');
     expect(res.headers['www-authenticate']).toBe(`DPoP error="insufficient_scope", scope="${missing}", algs="ES256"`);
+  });
+
+  test('the deep batch reaches the FHIR layer only with system/*.cruds, which refuses the nesting; the Slot stays', async () => {
+    const res = await call(h, owner, 'POST', '/', { body: deepBatch });
+    expect(res.status).toBe(200);
+    expect(res.body.entry[0].response.status).toBe('400 Bad Request');
+    expect((await call(h, narrow, 'GET', '/Slot/Slot-Free-Example')).status).toBe(200);
+  });
+
+  test('an include within the token\'s scope passes (Slot.rs: Slots revincluding Slots)', async () => {
+    const res = await call(h, narrow, 'GET', '/Slot?_id=Slot-Free-Example&_revinclude=Slot:schedule');
+    expect(res.status).toBe(200);
+    expect(res.body.resourceType).toBe('Bundle');
   });
 
   test('a repository owner (system/*.cruds) may import by transaction', async () => {

@@ -1,4 +1,5 @@
 import type { Route } from '../../../fhir/interactions';
+import { ANY_TYPE, type Reach } from '../request-reach';
 
 /**
  * POPP_REQUIRED_ROUTES entries: `*` (every request), `Patient` (every interaction on a type),
@@ -11,4 +12,16 @@ export function requiresPopp(patterns: string[], r: Route): boolean {
     if (op !== undefined) return r.interaction === 'operation' && r.operation === op && r.type === type;
     return r.type === type;
   });
+}
+
+/**
+ * A request needs a PoPP when anything it reaches does: the outer route, every Bundle entry, and
+ * every type its searches return or filter on (`_include=Appointment:patient` reaches Patient, a
+ * search of it). What the enforcement point cannot follow needs one wherever any route does.
+ */
+export function reachRequiresPopp(patterns: string[], reach: Reach): boolean {
+  if (patterns.length === 0) return false;
+  if (reach.unfollowed.length || reach.searched.has(ANY_TYPE)) return true;
+  const searches = [...reach.searched].map((type): Route => ({ interaction: 'search-type', type }));
+  return [...reach.routes, ...searches].some((r) => requiresPopp(patterns, r));
 }
