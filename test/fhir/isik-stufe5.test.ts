@@ -7,6 +7,7 @@ import type { AppContext } from '../../src/context';
 import { importResources } from '../../src/fhir/import';
 import { evalFhirPath } from '../../src/fhir/medplum';
 import { fromXml } from '../../src/fhir/formats';
+import { knownProfiles, validateResource } from '../../src/fhir/validation';
 import { projectPath } from '../../src/paths';
 import { createTestContext } from '../helpers/context';
 
@@ -17,6 +18,11 @@ import { createTestContext } from '../helpers/context';
  * FHIRPath checks.
  */
 const TAG = 'http://fhir.de/CodeSystem/common-meta-tag-de';
+const ST = 'http://terminology.hl7.org/CodeSystem/service-type';
+const IHE = 'http://ihe-d.de/CodeSystems/AerztlicheFachrichtungen';
+const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';
+const SPECIALTY_OR = 'urn%3Aoid%3A1.2.276.0.76.5.114%7C142%2Chttp%3A%2F%2Fihe-d.de%2FCodeSystems%2FAerztlicheFachrichtungen%7CNEUR';
+const SPECIALTY_OR_MATCH = `specialty.coding.where((system='urn:oid:1.2.276.0.76.5.114' and code='142') or (system='${IHE}' and code='NEUR')).exists()`;
 
 describe('ISiK Stufe 5 Terminplanung read and search scenarios', () => {
   let ctx: AppContext;
@@ -43,47 +49,74 @@ describe('ISiK Stufe 5 Terminplanung read and search scenarios', () => {
     cs = await get('metadata');
   });
   const csHas = (expr: string) => expect(fp(`rest.where(mode='server').resource.${expr}.exists()`, cs)).toEqual([true]);
+  const csInteraction = (type: string, code: string) => csHas(`where(type='${type}' and interaction.where(code='${code}').exists())`);
+  const csParams = (type: string, params: [string, string][]) => {
+    for (const [name, t] of params) csHas(`where(type='${type}' and searchParam.where(name='${name}' and type='${t}').exists())`);
+  };
+
+  /**
+   * The suite's profile validation (reference validator, plugin isik5): the resource claims the
+   * ISiK profile and is valid against it (base R4 when the profile is not one this repository
+   * carries, as for Encounter).
+   */
+  function expectValid(r: Resource, profileName: string): void {
+    const url = `${ISIK}${profileName}`;
+    expect(r.meta?.profile ?? []).toContain(url);
+    if (['ISiKKalender', 'ISiKTerminblock', 'ISiKTermin', 'ISiKMedizinischeBehandlungseinheit', 'ISiKPatient'].includes(profileName)) {
+      expect(knownProfiles()).toContain(url);
+    }
+    expect(validateResource(r, { profiles: 'claimed' })).toEqual({ ok: true });
+  }
+
+  /** A search result: the Bundle is valid R4, there is at least one match, each is valid and meets `expr`. */
+  function expectAll(bundle: Resource, profileName: string, expr?: string): Resource[] {
+    expect(validateResource(bundle)).toEqual({ ok: true });
+    const found = entries(bundle);
+    expect(found.length).toBeGreaterThan(0);
+    for (const r of found) {
+      expectValid(r, profileName);
+      if (expr) expect({ id: r.id, matches: fp(expr, r) }).toEqual({ id: r.id, matches: [true] });
+    }
+    return found;
+  }
+  const tagged = `meta.tag.where(system='${TAG}').all(code='external')`;
+  const tagQuery = encodeURIComponent(`${TAG}|external`);
 
   test('S5-1 Schedule-Read', async () => {
-    csHas("where(type='Schedule' and interaction.where(code='read').exists())");
+    csInteraction('Schedule', 'read');
     const s = await get('Schedule/Schedule-Read-Example', 'xml');
     expect(s.id).toBe('Schedule-Read-Example');
+    expectValid(s, 'ISiKKalender');
     expect(fp('active', s)).toEqual([true]);
-    expect(fp("serviceType.where(text.exists() and coding.where(code='177' and system='http://terminology.hl7.org/CodeSystem/service-type').exists()).exists()", s)).toEqual([true]);
-    expect(fp("specialty.coding.where(system='http://ihe-d.de/CodeSystems/AerztlicheFachrichtungen' and code='NEUR').exists()", s)).toEqual([true]);
+    expect(fp(`serviceType.where(text.exists() and coding.where(code='177' and system='${ST}').exists()).exists()`, s)).toEqual([true]);
+    expect(fp(`specialty.coding.where(system='${IHE}' and code='NEUR').exists()`, s)).toEqual([true]);
     expect(fp("actor.where(reference.replaceMatches('/_history/.+','').matches('\\\\bPractitioner-Read-Example$') and display.exists()).exists()", s)).toEqual([true]);
     expect(fp("extension.where(url='http://hl7.org/fhir/5.0/StructureDefinition/extension-Schedule.name').value.exists()", s)).toEqual([true]);
   });
 
   test('S5-2 Schedule-Search', async () => {
-    csHas("where(type='Schedule' and interaction.where(code='search-type').exists())");
-    for (const [name, type] of [['_id', 'token'], ['active', 'token'], ['service-type', 'token'], ['specialty', 'token'], ['actor', 'reference'], ['_tag', 'token']]) {
-      csHas(`where(type='Schedule' and searchParam.where(name='${name}' and type='${type}').exists())`);
-    }
-    const byId = entries(await get('Schedule/?_id=Schedule-Read-Example', 'xml'));
+    csInteraction('Schedule', 'search-type');
+    csParams('Schedule', [['_id', 'token'], ['active', 'token'], ['service-type', 'token'], ['specialty', 'token'], ['actor', 'reference'], ['_tag', 'token']]);
+    const byId = expectAll(await get('Schedule/?_id=Schedule-Read-Example', 'xml'), 'ISiKKalender');
     expect(byId.map((r) => r.id)).toEqual(['Schedule-Read-Example']);
-    const tagged = entries(await get(`Schedule/?_tag=${encodeURIComponent(`${TAG}|external`)}`, 'xml'));
-    expect(tagged.length).toBeGreaterThan(0);
-    for (const r of tagged) expect(fp(`meta.tag.where(system='${TAG}').all(code='external')`, r)).toEqual([true]);
+    expectAll(await get(`Schedule/?_tag=${tagQuery}`, 'xml'), 'ISiKKalender', tagged);
     const counted = await get('Schedule/?_count', 'xml');
     expect((counted as Bundle).total).toBeGreaterThan(0);
-    expect(entries(counted).length).toBeGreaterThan(0);
-    const active = entries(await get('Schedule/?active=true'));
-    expect(active.length).toBeGreaterThan(0);
-    for (const r of active) expect(fp('active', r)).toEqual([true]);
-    const byCode = entries(await get('Schedule/?service-type=177'));
-    expect(byCode.length).toBeGreaterThan(0);
-    for (const r of byCode) expect(fp("serviceType.coding.where(code='177').exists()", r)).toEqual([true]);
-    const spec = entries(await get('Schedule/?specialty=urn%3Aoid%3A1.2.276.0.76.5.114%7C142%2Chttp%3A%2F%2Fihe-d.de%2FCodeSystems%2FAerztlicheFachrichtungen%7CNEUR'));
-    expect(spec.length).toBeGreaterThan(0);
-    const byActor = entries(await get('Schedule/?actor=Practitioner/Practitioner-Read-Example', 'xml'));
-    expect(byActor.length).toBeGreaterThan(0);
-    for (const r of byActor) expect(fp("actor.where(reference.contains('Practitioner-Read-Example') and display.exists()).exists()", r)).toEqual([true]);
+    expectAll(counted, 'ISiKKalender');
+    expectAll(await get('Schedule/?active=true'), 'ISiKKalender', 'active');
+    expectAll(await get('Schedule/?service-type=177'), 'ISiKKalender', "serviceType.coding.where(code='177').exists()");
+    expectAll(await get(`Schedule/?specialty=${SPECIALTY_OR}`), 'ISiKKalender', SPECIALTY_OR_MATCH);
+    expectAll(
+      await get('Schedule/?actor=Practitioner/Practitioner-Read-Example', 'xml'),
+      'ISiKKalender',
+      "actor.where(reference.replaceMatches('/_history/.+','').matches('\\\\bPractitioner-Read-Example$') and display.exists()).exists()",
+    );
   });
 
   test('S5-3 Slot-Read', async () => {
-    csHas("where(type='Slot' and interaction.where(code='read').exists())");
+    csInteraction('Slot', 'read');
     const s = await get('Slot/Slot-Read-Example', 'xml');
+    expectValid(s, 'ISiKTerminblock');
     expect(fp('status', s)).toEqual(['busy']);
     expect(fp("schedule.reference.replaceMatches('/_history/.+','').matches('\\\\bSchedule-Read-Example$')", s)).toEqual([true]);
     expect(fp("start.toString().contains('2027-01-01')", s)).toEqual([true]);
@@ -91,30 +124,32 @@ describe('ISiK Stufe 5 Terminplanung read and search scenarios', () => {
   });
 
   test('S5-4 Slot-Search', async () => {
-    for (const [name, type] of [['_id', 'token'], ['_count', 'number'], ['schedule', 'reference'], ['status', 'token'], ['start', 'date']]) {
-      csHas(`where(type='Slot' and searchParam.where(name='${name}' and type='${type}').exists())`);
-    }
-    expect(entries(await get('Slot/?_id=Slot-Read-Example', 'xml')).map((r) => r.id)).toContain('Slot-Read-Example');
-    expect((await get('Slot/?_count', 'xml') as Bundle).total).toBeGreaterThan(0);
-    const bySchedule = entries(await get('Slot/?schedule=Schedule-Read-Example'));
-    expect(bySchedule.length).toBeGreaterThan(0);
-    for (const r of bySchedule) expect(fp("schedule.reference.contains('Schedule-Read-Example')", r)).toEqual([true]);
-    const busy = entries(await get('Slot/?schedule=Schedule-Read-Example&status=busy'));
-    expect(busy.length).toBeGreaterThan(0);
-    for (const r of busy) expect(r).toMatchObject({ status: 'busy' });
-    const onDay = entries(await get('Slot/?schedule=Schedule-Read-Example&start=2027-01-01'));
-    expect(onDay.length).toBeGreaterThan(0);
-    for (const r of onDay) expect(fp("start.toString().contains('2027-01-01')", r)).toEqual([true]);
-    const chained = entries(await get('Slot/?schedule.actor=Practitioner/Practitioner-Read-Example', 'xml'));
+    csInteraction('Slot', 'search-type');
+    csParams('Slot', [['_id', 'token'], ['_count', 'number'], ['schedule', 'reference'], ['status', 'token'], ['start', 'date'], ['_tag', 'token']]);
+    const byId = expectAll(await get('Slot/?_id=Slot-Read-Example', 'xml'), 'ISiKTerminblock');
+    expect(byId.map((r) => r.id)).toContain('Slot-Read-Example');
+    expectAll(await get(`Slot/?_tag=${tagQuery}`, 'xml'), 'ISiKTerminblock', tagged);
+    const counted = await get('Slot/?_count', 'xml');
+    expect((counted as Bundle).total).toBeGreaterThan(0);
+    expectAll(counted, 'ISiKTerminblock');
+    const onSchedule = "schedule.reference.replaceMatches('/_history/.+','').matches('\\\\bSchedule-Read-Example$')";
+    expectAll(await get('Slot/?schedule=Schedule-Read-Example'), 'ISiKTerminblock', onSchedule);
+    expectAll(await get('Slot/?schedule=Schedule-Read-Example&status=busy'), 'ISiKTerminblock', `${onSchedule} and status = 'busy'`);
+    expectAll(await get('Slot/?schedule=Schedule-Read-Example&start=2027-01-01'), 'ISiKTerminblock', `${onSchedule} and start.toString().contains('2027-01-01')`);
+    const chained = expectAll(await get('Slot/?schedule.actor=Practitioner/Practitioner-Read-Example', 'xml'), 'ISiKTerminblock');
     expect(chained.map((r) => r.id)).toContain('Slot-Read-Example');
   });
 
   test('S5-5 Appointment-Read', async () => {
+    csInteraction('Appointment', 'read');
     const a = await get('Appointment/Appointment-Read-Example', 'xml');
-    expect(fp(`meta.tag.where(system='${TAG}').all(code='external')`, a)).toEqual([true]);
+    expectValid(a, 'ISiKTermin');
+    expect(fp(tagged, a)).toEqual([true]);
     expect(fp("extension.where(url='http://hl7.org/fhir/5.0/StructureDefinition/extension-Appointment.replaces').value.reference.exists()", a)).toEqual([true]);
     expect(fp('status', a)).toEqual(['cancelled']);
     expect(fp("cancelationReason.coding.code='pat'", a)).toEqual([true]);
+    expect(fp(`serviceType.coding.where(code='177' and system='${ST}').exists()`, a)).toEqual([true]);
+    expect(fp(`specialty.coding.where(code='NEUR' and system='${IHE}').exists()`, a)).toEqual([true]);
     expect(
       fp(
         "priority.extension.where(url='https://gematik.de/fhir/isik/StructureDefinition/ISiKTerminPriorityExtension').value.coding.where(code='394848005' and system='http://snomed.info/sct' and version='http://snomed.info/sct/11000274103/version/20251115').exists()",
@@ -122,57 +157,89 @@ describe('ISiK Stufe 5 Terminplanung read and search scenarios', () => {
       ),
     ).toEqual([true]);
     expect(fp('comment.exists() and patientInstruction.exists()', a)).toEqual([true]);
+    expect(fp("start.toString().contains('2027-01-01')", a)).toEqual([true]);
+    expect(fp('end.exists()', a)).toEqual([true]);
     expect(fp("slot.reference.replaceMatches('/_history/.+','').matches('\\\\bSlot-Read-Example$')", a)).toEqual([true]);
-    expect(fp("participant.actor.where(reference.contains('Patient-Read-Example') and display.exists()).exists()", a)).toEqual([true]);
+    expect(fp("participant.actor.where(reference.replaceMatches('/_history/.+','').matches('\\\\bPatient-Read-Example$') and display.exists()).exists()", a)).toEqual([true]);
   });
 
   test('S5-6 Appointment-Search', async () => {
-    for (const [name, type] of [['_id', 'token'], ['_tag', 'token'], ['_count', 'number'], ['status', 'token'], ['service-type', 'token'], ['specialty', 'token'], ['date', 'date'], ['slot', 'reference'], ['actor', 'reference']]) {
-      csHas(`where(type='Appointment' and searchParam.where(name='${name}' and type='${type}').exists())`);
-    }
-    expect(entries(await get('Appointment/?_id=Appointment-Read-Example', 'xml')).map((r) => r.id)).toContain('Appointment-Read-Example');
-    expect(entries(await get(`Appointment/?_tag=${encodeURIComponent(`${TAG}|external`)}`)).length).toBeGreaterThan(0);
-    expect((await get('Appointment/?_count') as Bundle).total).toBeGreaterThan(0);
-    const cancelled = entries(await get('Appointment/?status=cancelled'));
-    expect(cancelled.length).toBeGreaterThan(0);
-    for (const r of cancelled) expect(r).toMatchObject({ status: 'cancelled' });
-    for (const r of entries(await get('Appointment/?service-type=177'))) {
-      expect(fp("serviceType.coding.where(code='177' and system='http://terminology.hl7.org/CodeSystem/service-type').exists()", r)).toEqual([true]);
-    }
-    expect(entries(await get('Appointment/?specialty=http://ihe-d.de/CodeSystems/AerztlicheFachrichtungen%7CNEUR')).length).toBeGreaterThan(0);
-    const onDay = entries(await get('Appointment/?date=2027-01-01', 'xml'));
+    csInteraction('Appointment', 'search-type');
+    csParams('Appointment', [['_id', 'token'], ['_tag', 'token'], ['_count', 'number'], ['status', 'token'], ['service-type', 'token'], ['specialty', 'token'], ['date', 'date'], ['slot', 'reference'], ['actor', 'reference']]);
+    const byId = expectAll(await get('Appointment/?_id=Appointment-Read-Example', 'xml'), 'ISiKTermin');
+    expect(byId.map((r) => r.id)).toContain('Appointment-Read-Example');
+    expectAll(await get(`Appointment/?_tag=${tagQuery}`), 'ISiKTermin', tagged);
+    const counted = await get('Appointment/?_count');
+    expect((counted as Bundle).total).toBeGreaterThan(0);
+    expectAll(counted, 'ISiKTermin');
+    expectAll(await get('Appointment/?status=cancelled'), 'ISiKTermin', "status = 'cancelled'");
+    expectAll(await get('Appointment/?service-type=177'), 'ISiKTermin', `serviceType.coding.where(code='177' and system='${ST}').exists()`);
+    expectAll(await get(`Appointment/?specialty=${encodeURIComponent(`${IHE}|NEUR`)}`), 'ISiKTermin', `specialty.coding.where(code='NEUR' and system='${IHE}').exists()`);
+    const onDay = expectAll(await get('Appointment/?date=2027-01-01', 'xml'), 'ISiKTermin', "start.toString().contains('2027-01-01')");
     expect(onDay.map((r) => r.id)).toContain('Appointment-Read-Example');
-    for (const r of onDay) expect(fp("start.toString().contains('2027-01-01')", r)).toEqual([true]);
-    expect(entries(await get('Appointment/?slot=Slot-Read-Example', 'xml')).map((r) => r.id)).toContain('Appointment-Read-Example');
-    const byPatient = entries(await get('Appointment/?actor=Patient/Patient-Read-Example'));
-    expect(byPatient.length).toBeGreaterThan(0);
-    for (const r of byPatient) expect(fp("participant.actor.where(reference.contains('Patient-Read-Example') and display.exists()).exists()", r)).toEqual([true]);
+    const bySlot = expectAll(await get('Appointment/?slot=Slot-Read-Example', 'xml'), 'ISiKTermin', "slot.reference.replaceMatches('/_history/.+','').matches('\\\\bSlot-Read-Example$')");
+    expect(bySlot.map((r) => r.id)).toContain('Appointment-Read-Example');
+    expectAll(
+      await get('Appointment/?actor=Patient/Patient-Read-Example'),
+      'ISiKTermin',
+      "participant.actor.where(reference.replaceMatches('/_history/.+','').matches('\\\\bPatient-Read-Example$') and display.exists()).exists()",
+    );
+  });
+
+  test('S5-7a/S5-8 CapabilityStatement: $book on Appointment', () => {
+    csHas("where(type='Appointment' and operation.where(name='book').exists())");
   });
 
   test('S5-9 HealthcareService-Read', async () => {
+    csInteraction('HealthcareService', 'read');
     const h = await get('HealthcareService/HealthcareService-Read-Example', 'xml');
+    expectValid(h, 'ISiKMedizinischeBehandlungseinheit');
     expect(fp('active', h)).toEqual([true]);
-    expect(fp("type.coding.where(code='177' and system='http://terminology.hl7.org/CodeSystem/service-type').exists()", h)).toEqual([true]);
-    expect(fp("specialty.coding.where(code='NEUR').exists()", h)).toEqual([true]);
+    expect(fp(`type.coding.where(code='177' and system='${ST}').exists()`, h)).toEqual([true]);
+    expect(fp(`specialty.coding.where(code='NEUR' and system='${IHE}').exists()`, h)).toEqual([true]);
     expect(fp('name', h)).toEqual(['General consultation office of the Neurology department']);
   });
 
   test('S5-10 HealthcareService-Search', async () => {
-    csHas("where(type='HealthcareService' and searchParam.where(name='name' and type='string').exists())");
-    expect(entries(await get('HealthcareService/?_id=HealthcareService-Read-Example', 'xml')).length).toBe(1);
-    for (const r of entries(await get('HealthcareService/?active=true'))) expect(fp('active', r)).toEqual([true]);
-    expect(entries(await get('HealthcareService/?service-type=177')).length).toBeGreaterThan(0);
-    expect(entries(await get('HealthcareService/?specialty=urn%3Aoid%3A1.2.276.0.76.5.114%7C142%2Chttp%3A%2F%2Fihe-d.de%2FCodeSystems%2FAerztlicheFachrichtungen%7CNEUR')).length).toBeGreaterThan(0);
-    const byName = entries(await get('HealthcareService/?name=General%20consultation%20office%20of%20the%20Neurology%20department', 'xml'));
-    expect(byName.length).toBeGreaterThan(0);
-    for (const r of byName) expect(fp("name.contains('General consultation office of the Neurology department')", r)).toEqual([true]);
+    const profile = 'ISiKMedizinischeBehandlungseinheit';
+    csInteraction('HealthcareService', 'search-type');
+    csParams('HealthcareService', [['_id', 'token'], ['_count', 'number'], ['active', 'token'], ['service-type', 'token'], ['specialty', 'token'], ['name', 'string'], ['_tag', 'token']]);
+    const byId = expectAll(await get('HealthcareService/?_id=HealthcareService-Read-Example', 'xml'), profile);
+    expect(byId.map((r) => r.id)).toEqual(['HealthcareService-Read-Example']);
+    expectAll(await get(`HealthcareService/?_tag=${tagQuery}`), profile, tagged);
+    const counted = await get('HealthcareService/?_count');
+    expect((counted as Bundle).total).toBeGreaterThan(0);
+    expectAll(counted, profile);
+    expectAll(await get('HealthcareService/?active=true'), profile, 'active');
+    expectAll(await get('HealthcareService/?service-type=177'), profile, "type.coding.where(code='177').exists()");
+    expectAll(await get(`HealthcareService/?specialty=${SPECIALTY_OR}`), profile, SPECIALTY_OR_MATCH);
+    expectAll(
+      await get('HealthcareService/?name=General%20consultation%20office%20of%20the%20Neurology%20department', 'xml'),
+      profile,
+      "name.contains('General consultation office of the Neurology department')",
+    );
   });
 
   test('S5-11 Encounter-Appointment-Read', async () => {
+    csInteraction('Encounter', 'read');
     const e = await get('Encounter/Encounter-Read-Planned-Example', 'xml');
+    expectValid(e, 'ISiKKontaktGesundheitseinrichtung');
     expect(fp('status', e)).toEqual(['planned']);
-    expect(fp("appointment.reference.contains('Appointment-Read-Example')", e)).toEqual([true]);
+    expect(fp("identifier.where(system='https://test.krankenhaus.de/fhir/sid/fallnr' and value='0123456789').exists()", e)).toEqual([true]);
+    expect(fp("class.where(code='IMP' and system='http://terminology.hl7.org/CodeSystem/v3-ActCode').exists()", e)).toEqual([true]);
+    expect(fp("type.coding.where(code='normalstationaer' and system='http://fhir.de/CodeSystem/kontaktart-de').exists()", e)).toEqual([true]);
+    expect(fp("serviceType.coding.where(code='1500' and system='http://fhir.de/CodeSystem/dkgev/Fachabteilungsschluessel').exists()", e)).toEqual([true]);
+    expect(fp("subject.reference.replaceMatches('/_history/.+','').matches('\\\\bPatient-Read-Example$')", e)).toEqual([true]);
+    expect(fp("hospitalization.admitSource.coding.where(code='E' and system='http://fhir.de/CodeSystem/dgkev/Aufnahmeanlass').exists()", e)).toEqual([true]);
+    expect(fp("serviceProvider.display = 'Hospital' and serviceProvider.identifier.value = '123456789'", e)).toEqual([true]);
+    expect(fp("appointment.reference.replaceMatches('/_history/.+','').matches('\\\\bAppointment-Read-Example$')", e)).toEqual([true]);
     expect(fp('period.exists()', e)).toEqual([false]);
+  });
+
+  test('CapabilityStatement: Encounter search as ISiK demands (scheduling.md 1.7)', () => {
+    csInteraction('Encounter', 'search-type');
+    csParams('Encounter', [['_id', 'token'], ['_count', 'number'], ['identifier', 'token'], ['status', 'token'], ['class', 'token'], ['type', 'token'], ['patient', 'reference'], ['account', 'reference'], ['date', 'date'], ['date-start', 'date'], ['end-date', 'date']]);
+    csHas("where(type='Encounter' and searchInclude contains 'Encounter:patient')");
   });
 
   test('CodeSystem discovery by context-type-value (seed 001 section 4)', async () => {
