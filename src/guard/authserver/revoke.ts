@@ -8,19 +8,20 @@ import { findRefreshToken, findSession, revokeSession } from './tokens/refresh-t
 /**
  * POST /revoke (RFC 7009, ZETA Token-Revocation): DPoP proof and client assertion as at /token;
  * then always 200. A refresh token, or an access token of ours, revokes its whole session, but
- * only when it belongs to the authenticated client.
+ * only when it belongs to the authenticated client and the proof is signed with the family's DPoP
+ * key (a stolen token plus some other key must not be able to end the holder's session).
  */
 export async function revokeEndpoint(deps: GuardDeps, req: EndpointRequest): Promise<void> {
   const params = formParameters(req);
   const token = params.get('token');
   if (!token) throw new InvalidRequest('token is required');
-  await dpopProofIsValid(deps, req, deps.urls.revoke);
+  const proof = await dpopProofIsValid(deps, req, deps.urls.revoke);
   const { client } = await authenticateClient(deps, params, req);
   const hint = params.get('token_type_hint');
   const sid = hint === 'access_token' ? await accessTokenSid(deps, token) ?? (await refreshTokenSid(deps, token)) : (await refreshTokenSid(deps, token)) ?? (await accessTokenSid(deps, token));
   if (!sid) return;
   const session = await findSession(deps.ctx, sid);
-  if (session?.clientId === client.clientId) await revokeSession(deps.ctx, sid, 'revoked by the client');
+  if (session?.clientId === client.clientId && session.jkt === proof.jkt) await revokeSession(deps.ctx, sid, 'revoked by the client');
 }
 
 async function refreshTokenSid(deps: GuardDeps, token: string): Promise<string | undefined> {

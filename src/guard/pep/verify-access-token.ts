@@ -1,8 +1,10 @@
 import type crypto from 'node:crypto';
 import { compactVerify, importJWK } from 'jose';
+import type { AppContext } from '../../context';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 import { InvalidToken } from '../errors';
 import type { SigningKeys } from '../keys/signing-keys';
+import { RevokedSessions, type SessionLiveness } from '../state/revoked-sessions';
 import type { PepSettings } from './settings';
 
 type Header = Record<string, unknown>;
@@ -12,22 +14,29 @@ type Claims = Record<string, unknown>;
  * Access tokens at the resource (issue 6 point 1; ngx-pep `pep.rs` step 2): issued by our AS,
  * one named check each. Keys are imported once per kid and verified tokens are remembered until
  * they expire, so a repeated token costs a map lookup and the time checks, not a signature.
+ * Last, its session must still be alive: revocation and refresh-token reuse kill the family's
+ * access tokens too (security.md 3), cached for at most a second (state/revoked-sessions.ts).
  */
 export class AccessTokenVerifier {
   private readonly verified = new Map<string, AccessTokenPayload>();
   private readonly keys = new Map<string, { key: crypto.KeyObject | undefined; until: number }>();
+  private readonly sessions: SessionLiveness;
 
   constructor(
     private readonly signingKeys: SigningKeys,
     private readonly settings: PepSettings,
     private readonly now: () => Date,
-  ) {}
+    sessions?: SessionLiveness,
+  ) {
+    this.sessions = sessions ?? new RevokedSessions(storeOf(signingKeys).db);
+  }
 
   async verify(token: string): Promise<AccessTokenPayload> {
     const t = Math.floor(this.now().getTime() / 1000);
     const cached = this.verified.get(token);
     if (cached) {
       timesAreValid(cached, t, this.settings.leewaySec);
+      await sessionIsLive(this.sessions, cached.sid);
       return cached;
     }
     const [header, claims] = decode(token);
@@ -41,6 +50,7 @@ export class AccessTokenVerifier {
     isDpopBound(claims);
     identityClaimsPresent(claims);
     noForeignClaims(claims);
+    await sessionIsLive(this.sessions, claims.sid);
     const payload = claims as unknown as AccessTokenPayload;
     this.remember(token, payload);
     return payload;
@@ -70,6 +80,22 @@ export class AccessTokenVerifier {
     }
     this.verified.set(token, payload);
   }
+}
+
+/**
+ * The enforcement point is built with the AS's SigningKeys (pep/index.ts) and no store of its own;
+ * the session lookup uses the same store. Pass a SessionLiveness explicitly to avoid this.
+ */
+function storeOf(keys: SigningKeys): AppContext {
+  const ctx = (keys as unknown as { ctx?: AppContext }).ctx;
+  if (!ctx?.db) throw new Error('AccessTokenVerifier needs a SessionLiveness or SigningKeys with a store');
+  return ctx;
+}
+
+/** Revoked family (RFC 7009 /revoke, RFC 9700 §4.14.2 reuse detection) or a sid we never issued → 401. */
+async function sessionIsLive(sessions: SessionLiveness, sid: unknown): Promise<void> {
+  if (typeof sid !== 'string' || sid.length === 0 || sid.length > 128) throw new InvalidToken('the access token has no sid');
+  if (!(await sessions.isLive(sid))) throw new InvalidToken('the access token has been revoked');
 }
 
 function decode(token: string): [Header, Claims] {

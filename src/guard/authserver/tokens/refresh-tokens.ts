@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type { AppContext } from '../../../context';
 import type { PolicyInput } from '../../policy';
+import { noteSessionRevoked } from '../../state/revoked-sessions';
 import type { SessionClaims } from './access-token';
 
 /** A refresh-token family: one session of one client with one DPoP key (issue 5 point 7). */
@@ -107,16 +108,17 @@ export async function consumeRefreshToken(ctx: AppContext, tokenHash: string): P
   return r.rows.length === 1;
 }
 
-/** Kills the whole family: every refresh token of the session, present and future. */
+/** Kills the whole family: every refresh token of the session, present and future, and its access tokens (the PEP checks `sid`). */
 export async function revokeSession(ctx: AppContext, sid: string, why: string): Promise<void> {
   await ctx.db.query('UPDATE guard_session SET revoked_at = COALESCE(revoked_at, $2), revoked_why = COALESCE(revoked_why, $3) WHERE sid = $1', [
     sid,
     ctx.now(),
     why,
   ]);
+  noteSessionRevoked(sid);
 }
 
-export async function findSession(ctx: AppContext, sid: string): Promise<{ clientId: string } | undefined> {
-  const r = await ctx.db.query<{ client_id: string }>('SELECT client_id FROM guard_session WHERE sid = $1', [sid]);
-  return r.rows[0] ? { clientId: r.rows[0].client_id } : undefined;
+export async function findSession(ctx: AppContext, sid: string): Promise<{ clientId: string; jkt: string } | undefined> {
+  const r = await ctx.db.query<{ client_id: string; jkt: string }>('SELECT client_id, jkt FROM guard_session WHERE sid = $1', [sid]);
+  return r.rows[0] ? { clientId: r.rows[0].client_id, jkt: r.rows[0].jkt } : undefined;
 }

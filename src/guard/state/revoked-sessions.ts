@@ -1,0 +1,77 @@
+import type { Db } from '../../store/db';
+
+/**
+ * Is the session (refresh-token family, the access token's `sid`) still alive? /revoke and reuse
+ * detection set guard_session.revoked_at (security.md 3: the reuse branch also kills the family's
+ * access tokens); the enforcement point asks here on every request.
+ *
+ * Cost: one primary-key lookup per sid and second at most. A live answer is believed for
+ * `liveForMs` (1 s), so another replica's revocation takes effect within that; a revocation made
+ * in this process is seen at once (noteSessionRevoked); a revoked or unknown sid stays refused.
+ * Concurrent requests of one sid share one lookup. The caches are per process and keyed by sid
+ * (random UUIDs), so several app instances in one process may share them.
+ */
+export interface SessionLiveness {
+  isLive(sid: string): Promise<boolean>;
+}
+
+/** Positive answers are cached at most this long: the bound on a revocation's delay across replicas. */
+export const LIVE_SESSION_CACHE_MS = 1_000;
+const MAX_ENTRIES = 50_000;
+
+const liveUntil = new Map<string, number>();
+const dead = new Set<string>();
+const pending = new Map<string, Promise<boolean>>();
+
+/** Monotonic: the cache must not depend on the (test-movable) protocol clock. */
+const monotonicMs = () => performance.now();
+
+/** Called by the authorization server right after it revokes a session. */
+export function noteSessionRevoked(sid: string): void {
+  liveUntil.delete(sid);
+  remember(dead, sid);
+}
+
+export class RevokedSessions implements SessionLiveness {
+  constructor(
+    private readonly db: Db,
+    private readonly liveForMs = LIVE_SESSION_CACHE_MS,
+  ) {}
+
+  async isLive(sid: string): Promise<boolean> {
+    if (dead.has(sid)) return false;
+    const until = liveUntil.get(sid);
+    if (until !== undefined && until > monotonicMs()) return true;
+    let lookup = pending.get(sid);
+    if (!lookup) {
+      lookup = this.lookup(sid).finally(() => pending.delete(sid));
+      pending.set(sid, lookup);
+    }
+    return lookup;
+  }
+
+  private async lookup(sid: string): Promise<boolean> {
+    const asked = monotonicMs();
+    const r = await this.db.query<{ revoked: boolean }>('SELECT revoked_at IS NOT NULL AS revoked FROM guard_session WHERE sid = $1', [sid]);
+    // No row: a session this store never issued (or one long expired and purged).
+    const live = r.rows.length === 1 && !r.rows[0].revoked;
+    if (!live) {
+      remember(dead, sid);
+      liveUntil.delete(sid);
+    } else if (!dead.has(sid)) {
+      if (liveUntil.size >= MAX_ENTRIES) liveUntil.clear();
+      // Counted from when the question was asked: a revocation committed meanwhile is seen within liveForMs.
+      liveUntil.set(sid, asked + this.liveForMs);
+    }
+    return live && !dead.has(sid);
+  }
+}
+
+function remember(set: Set<string>, sid: string): void {
+  // Access tokens live minutes: the oldest revoked sids can go once the set is large.
+  if (set.size >= MAX_ENTRIES) {
+    const oldest = set.values().next().value;
+    if (oldest !== undefined) set.delete(oldest);
+  }
+  set.add(sid);
+}
