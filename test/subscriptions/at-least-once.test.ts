@@ -1,3 +1,5 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
 import request from 'supertest';
 import { createApp } from '../../src/app';
 import { startSubscriptions, stopSubscriptions } from '../../src/subscriptions';
@@ -85,3 +87,83 @@ describe('at-least-once delivery across a restart (ISiK point 4)', () => {
     }
   });
 });
+
+/**
+ * A real process killed with SIGKILL while it holds the claim on a delivery (its POST is waiting
+ * for the receiver): once its lease runs out, another process delivers the event. Processes share
+ * only PostgreSQL (PGlite lives in one process), so this runs when DATABASE_URL is set.
+ */
+const onPostgres = process.env.DATABASE_URL ? describe : describe.skip;
+onPostgres('at-least-once delivery when the delivering process is killed (ISiK point 4)', () => {
+  const LEASE_MS = 1500;
+  // Replicas share GUARD_KEY_SECRET: channel headers sealed by one are opened by the others.
+  const KEY_SECRET = 'at-least-once-test-secret';
+  let f: SubscriptionFixture;
+  let receiver: Receiver;
+  const children: ChildProcess[] = [];
+  beforeAll(async () => {
+    f = await subscriptionFixture();
+    f.ctx.config.guardKeySecret = KEY_SECRET;
+    receiver = await new Receiver().start();
+  });
+  afterAll(async () => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    await receiver.stop();
+    await f.close();
+  });
+
+  async function deliveringProcess(schema: string): Promise<ChildProcess> {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'processes', 'dispatcher.ts')], {
+      env: { ...process.env, GUARD_KEY_SECRET: KEY_SECRET, TERMINUS_TEST_SCHEMA: schema, TERMINUS_TEST_LEASE_MS: String(LEASE_MS) },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    children.push(child);
+    return child;
+  }
+
+  const exited = (child: ChildProcess) => new Promise<NodeJS.Signals | number | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
+
+  test('SIGKILL while holding the claim: a second process delivers the event after the lease', async () => {
+    const pat = await freshPatient(f);
+    const path = '/killed';
+    const sub = await activeSubscription(f, subscription(receiver.url(path), { filter: `Appointment?patient=${pat}` }));
+    // From here on only the child processes deliver.
+    await stopSubscriptions(f.ctx);
+    const booked = await book(f, 'manual-schedule', pat);
+    expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: confirm }, owner())).status).toBe(200);
+    const { rows } = await f.ctx.db.query<{ schema: string }>('SELECT current_schema() AS schema');
+    const schema = rows[0].schema;
+
+    receiver.hold = true;
+    const first = await deliveringProcess(schema);
+    const firstExit = exited(first);
+    await receiver.waitFor('event-notification', 1, path, 10_000);
+    const claimed = await channelRow(f, sub.id!);
+    expect(claimed.delivered_through).toBe('0');
+    expect(claimed.leased).toBe(true);
+    first.kill('SIGKILL');
+    expect(await firstExit).toBe('SIGKILL');
+
+    receiver.hold = false;
+    const second = await deliveringProcess(schema);
+    const secondExit = exited(second);
+    const [lost, delivered] = await receiver.waitFor('event-notification', 2, path, 10_000);
+    const expected = [{ number: '1', focus: `http://localhost:8080/fhir/Appointment/${booked.body.id}` }];
+    expect(notificationEvents(statusOf(lost.bundle!))).toEqual(expected);
+    expect(notificationEvents(statusOf(delivered.bundle!))).toEqual(expected);
+    const until = Date.now() + 5000;
+    while ((await channelRow(f, sub.id!)).delivered_through !== '1' && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
+    expect((await channelRow(f, sub.id!)).delivered_through).toBe('1');
+    second.kill('SIGTERM');
+    expect(await secondExit).toBe(0);
+    expect(receiver.ofType('event-notification', path)).toHaveLength(2);
+  }, 20_000);
+});
+
+async function channelRow(f: SubscriptionFixture, id: string): Promise<{ delivered_through: string; leased: boolean }> {
+  const { rows } = await f.ctx.db.query<{ delivered_through: string; leased: boolean }>(
+    'SELECT delivered_through::text, lease_until > now() AS leased FROM subscription_channel WHERE id = $1',
+    [id],
+  );
+  return rows[0];
+}

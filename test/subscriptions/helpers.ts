@@ -26,6 +26,8 @@ export class Receiver {
   status = 200;
   /** Decides the answer per request instead of `status` (a receiver that checks credentials). */
   answer?: (got: Received) => number;
+  /** No answer at all while set: a receiver that hangs (the sender waits until it gives up or dies). */
+  hold = false;
   /** Delay before answering (timeout tests). */
   delayMs = 0;
   private server?: http.Server;
@@ -45,6 +47,7 @@ export class Receiver {
         }
         const got = { path: req.url ?? '', headers: req.headers, text, bundle };
         this.received.push(got);
+        if (this.hold) return;
         setTimeout(() => {
           res.statusCode = this.answer ? this.answer(got) : this.status;
           res.end();
