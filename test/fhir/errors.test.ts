@@ -41,6 +41,17 @@ describe('body-level request errors', () => {
     expect(res.body.issue[0]).toMatchObject({ severity: 'error', code: 'structure', expression: ['Appointment.colour'] });
   });
 
+  test('XML elements out of definition order are 400 structure at the late element', async () => {
+    const res = await request(app)
+      .post('/fhir/Slot')
+      .set('Content-Type', 'application/fhir+xml')
+      .set('Accept', 'application/fhir+json')
+      .send('<Slot xmlns="http://hl7.org/fhir"><status value="free"/><schedule><reference value="Schedule/s1"/></schedule></Slot>');
+    expect(res.status).toBe(400);
+    expect(res.body.issue).toHaveLength(1);
+    expect(res.body.issue[0]).toMatchObject({ severity: 'error', code: 'structure', expression: ['Slot.schedule'] });
+  });
+
   test('a JSON Patch body that is not JSON is 400 structure at $this', async () => {
     const res = await request(app)
       .patch('/fhir/Appointment/a1')

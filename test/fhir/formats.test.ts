@@ -330,6 +330,28 @@ describe('fromXml', () => {
     }
   });
 
+  test.each([
+    ['Slot <status> before <schedule>', '<Slot xmlns="http://hl7.org/fhir"><status value="free"/><schedule><reference value="Schedule/s1"/></schedule></Slot>', 'Slot.schedule'],
+    ['a repeat split by another element', '<Patient xmlns="http://hl7.org/fhir"><name><family value="A"/></name><gender value="female"/><name><family value="B"/></name></Patient>', 'Patient.name'],
+    ['out of order inside a datatype', '<Patient xmlns="http://hl7.org/fhir"><name><given value="A"/><family value="B"/></name></Patient>', 'Patient.name.family'],
+    ['extension after a data element', '<Patient xmlns="http://hl7.org/fhir"><active value="true"/><extension url="http://example.org/x"><valueString value="y"/></extension></Patient>', 'Patient.extension'],
+  ])('XML elements out of definition order are rejected: %s', (_name, xml, expression) => {
+    expect(() => fromXml(xml)).toThrow(expect.objectContaining({ status: 400, code: 'structure', expression }));
+  });
+
+  test('XML elements in definition order, repeats side by side, are read', () => {
+    const xml =
+      '<Patient xmlns="http://hl7.org/fhir"><id value="p"/><extension url="http://example.org/x"><valueString value="y"/></extension><active value="true"/><name><family value="A"/><given value="B"/><given value="C"/></name><name><family value="D"/></name><gender value="female"/></Patient>';
+    expect(fromXml(xml)).toEqual({
+      resourceType: 'Patient',
+      id: 'p',
+      extension: [{ url: 'http://example.org/x', valueString: 'y' }],
+      active: true,
+      name: [{ family: 'A', given: ['B', 'C'] }, { family: 'D' }],
+      gender: 'female',
+    });
+  });
+
   test('error messages name the offending element briefly and point at it', () => {
     const longName = 'x'.repeat(100_000);
     const attempt = (): unknown => fromXml(`<Patient xmlns="http://hl7.org/fhir"><${longName} value="1"/></Patient>`);

@@ -27,8 +27,9 @@ const INTEGER_RANGES: Readonly<Record<string, readonly [number, number]>> = {
  * FHIR R4 XML -> JSON (R4 json.html): numbers and booleans become JSON types per element type,
  * repeating elements arrays, a primitive's id/extensions go to `_name`. Strict: unknown
  * elements, foreign namespaces, stray text and repeated singletons are rejected with
- * FhirXmlError (400 `structure`), as are malformed XML, DTDs and entities other than XML's own.
- * Element order is not checked; decimals keep their value, not their lexical form (`1.50` -> 1.5).
+ * FhirXmlError (400 `structure`), as are malformed XML, DTDs and entities other than XML's own,
+ * and elements out of definition order (R4 xml.html: the element order of the definitions is
+ * part of the format); decimals keep their value, not their lexical form (`1.50` -> 1.5).
  */
 export function fromXml(xml: string): Resource {
   const root = parseXmlDocument(xml);
@@ -56,6 +57,18 @@ class XmlReader {
     return { resourceType: element.local, ...this.complex(element, this.model.type(element.local) as ComplexTypeInfo, path) };
   }
 
+  private readonly positions = new WeakMap<ComplexTypeInfo, Map<string, number>>();
+
+  /** Index of an element in its type's definition order. */
+  private position(type: ComplexTypeInfo, name: string): number {
+    let byName = this.positions.get(type);
+    if (!byName) {
+      byName = new Map(type.elements.map((e, i) => [e.name, i]));
+      this.positions.set(type, byName);
+    }
+    return byName.get(name) ?? -1;
+  }
+
   private complex(element: XmlElement, type: ComplexTypeInfo, path: string): JsonObject {
     const attributes: JsonObject = {};
     for (const attribute of element.attributes) {
@@ -68,6 +81,8 @@ class XmlReader {
     }
 
     const collected = new Map<string, Collected>();
+    let lastPosition = -1;
+    let lastName = '';
     for (const child of element.children) {
       if (child.kind !== 'element') {
         if (child.kind === 'text' && child.raw.trim() === '') continue;
@@ -78,6 +93,13 @@ class XmlReader {
       if (slot === undefined || slot.element.xmlAttr) {
         throw new FhirXmlError(`Unknown element '${clip(child.local)}' in ${path}`, childPath);
       }
+      // R4 xml.html: elements appear in the order the definition gives, repeats side by side.
+      const position = this.position(type, slot.element.name);
+      if (position < lastPosition) {
+        throw new FhirXmlError(`Element '${clip(child.local)}' in ${path} is out of order: it must come before '${lastName}'`, childPath);
+      }
+      lastPosition = position;
+      lastName = child.local;
       const childType = this.model.type(slot.typeName);
       const expectedNs = childType.kind === 'xhtml' ? XHTML_NS : FHIR_NS;
       if (child.ns !== expectedNs) {
