@@ -9,7 +9,7 @@ import { enforcementPoint, pepSettings, upstreamProxy } from './guard/pep';
 export function createApp(ctx: AppContext): Express {
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', 'loopback');
+  app.set('trust proxy', ctx.config.trustProxy);
   app.set('query parser', 'extended');
   app.use(requestContext(ctx));
   app.get('/healthz', (_req, res) => {

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { projectPath } from './paths';
 
@@ -54,6 +55,12 @@ export interface Config {
    * `Patient` = every interaction on a type, `Appointment/$book` = one operation, `*` = all).
    */
   poppRequiredRoutes: string[];
+  /**
+   * Hops whose X-Forwarded-For / Forwarded this server believes (TRUST_PROXY, default `loopback`):
+   * passed to Express `trust proxy`. Behind a load balancer in another container or host name its
+   * addresses (docker-compose: `uniquelocal`), or every client shares the balancer's IP bucket.
+   */
+  trustProxy: string[];
 }
 
 export class ConfigError extends Error {
@@ -124,7 +131,30 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitFhirPerClient: parsePositiveInt(env, 'RATE_LIMIT_FHIR_PER_CLIENT', 6000),
     poppJwksUrl,
     poppRequiredRoutes,
+    trustProxy: parseTrustProxy(env),
   };
+}
+
+/** The names Express (proxy-addr) knows; anything else must be an address or a CIDR / netmask. */
+const TRUST_PROXY_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+
+function parseTrustProxy(env: Env): string[] {
+  const values = (nonEmpty(env, 'TRUST_PROXY') ?? 'loopback')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const bad = values.find((v) => !TRUST_PROXY_NAMES.includes(v) && !isAddressOrRange(v));
+  if (bad) throw new ConfigError('TRUST_PROXY', `"${bad}" is not an address, a CIDR range or one of ${TRUST_PROXY_NAMES.join(', ')}`);
+  return values;
+}
+
+function isAddressOrRange(v: string): boolean {
+  const [addr, range, ...rest] = v.split('/');
+  const family = net.isIP(addr);
+  if (family === 0 || rest.length > 0) return false;
+  if (range === undefined) return true;
+  if (/^\d{1,3}$/.test(range)) return Number(range) <= (family === 4 ? 32 : 128);
+  return family === 4 && net.isIPv4(range); // proxy-addr also takes an IPv4 netmask
 }
 
 const POPP_ROUTE = /^(\*|\$[a-z][\w-]*|[A-Z][A-Za-z]+(\/\$[a-z][\w-]*)?)$/;

@@ -9,6 +9,19 @@ describe('configuration', () => {
     expect(c.databaseUrl).toBeUndefined();
     expect(c.repositoryOwners).toEqual([]);
     expect(c.policyFile).toMatch(/policies[/\\]default\.json$/);
+    expect(c.trustProxy).toEqual(['loopback']);
+  });
+
+  test('TRUST_PROXY takes the names and address ranges Express accepts', () => {
+    expect(loadConfig({ TRUST_PROXY: 'uniquelocal' }).trustProxy).toEqual(['uniquelocal']);
+    expect(loadConfig({ TRUST_PROXY: ' loopback, linklocal ,10.0.0.0/8,172.18.0.5,fd00::/8,192.168.0.0/255.255.0.0' }).trustProxy).toEqual([
+      'loopback',
+      'linklocal',
+      '10.0.0.0/8',
+      '172.18.0.5',
+      'fd00::/8',
+      '192.168.0.0/255.255.0.0',
+    ]);
   });
 
   test.each([
@@ -21,6 +34,9 @@ describe('configuration', () => {
     ['LOG_LEVEL', 'loud'],
     ['CARD_TRUST_ANCHORS', '/does/not/exist.pem'],
     ['POLICY_ENGINE_URL', 'nope'],
+    ['TRUST_PROXY', 'nginx'],
+    ['TRUST_PROXY', '10.0.0.0/33'],
+    ['TRUST_PROXY', 'loopback, 300.1.1.1'],
   ])('a bad %s stops start-up naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     try {

@@ -1,7 +1,7 @@
 import express, { Router, type Request, type Response } from 'express';
 import type { AppContext } from '../context';
 import { defaultPostureVerifiers, type PostureVerifier } from './attestation';
-import { authorizationServerMetadata, protectedResourceMetadata } from './authserver/discovery';
+import { authorizationServerMetadata, newestStableMajor, protectedResourceMetadata } from './authserver/discovery';
 import type { GuardDeps } from './authserver/deps';
 import { registerClient, type RegistrationVerifier } from './authserver/registration/register-client';
 import { revokeEndpoint } from './authserver/revoke';
@@ -30,11 +30,12 @@ export interface GuardOptions {
   registrationVerifiers?: Map<string, RegistrationVerifier>;
 }
 
-/** Discovery documents and the authorization server under /svc/v1 (issue 5). */
+/** Discovery documents and the authorization server under /svc/v{major} (issue 5, seed 000 section 9). */
 export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router {
-  const deps = composeGuard(ctx, options);
-  const { settings } = deps;
   const versions = options.versions ?? API_VERSIONS;
+  const deps = composeGuard(ctx, { ...options, versions });
+  const { settings } = deps;
+  const forMajor = depsPerMajor(deps, versions);
   const asMetadata = authorizationServerMetadata(settings, deps.urls, deps.policyData, versions);
   const prMetadata = protectedResourceMetadata(settings, deps.urls, deps.policyData, versions);
   const router = Router();
@@ -48,7 +49,11 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   });
 
   const v = Router({ mergeParams: true });
-  router.use('/svc/v:major', versionGate(versions), v);
+  // The per-IP limit comes first: 404 (unknown major), 410 (shut down) and 405 carry x-rate-limit-* too.
+  router.use('/svc/v:major', rateLimitPerIp(deps, (req) => ENDPOINT_BUCKETS[req.path.replace(/\/+$/, '')] ?? 'svc'), versionGate(versions), v);
+  v.get('/authorize', (_req, _res, next) => {
+    next(new InvalidRequest('this server has no authorization-code flow: clients obtain tokens by token exchange at the token_endpoint'));
+  });
   v.get('/', (_req, res) => {
     res.json({ api_versions_supported: versionEntries(versions, settings.issuer), ...deps.urls });
   });
@@ -57,12 +62,10 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   });
   v.get(
     '/jwks',
-    limited('discovery'),
     handle(async (req, res) => sendCachedJson(req, res, await deps.keys.jwks(), settings.jwksMaxAgeSec)),
   );
   v.get(
     '/nonce',
-    limited('nonce'),
     handle(async (_req, res) => {
       const n = await issueNonce(ctx, settings.nonceTtlSec);
       res.setHeader('Cache-Control', 'no-store');
@@ -71,7 +74,6 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   );
   v.post(
     '/register',
-    limited('register'),
     express.json({ limit: '64kb', type: () => true, strict: false }),
     handle(async (req, res) => {
       if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
@@ -82,26 +84,24 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   );
   v.post(
     '/token',
-    limited('token'),
     express.text({ limit: '64kb', type: () => true }),
     handle(async (req, res) => {
-      const tokens = await tokenEndpoint(deps, endpointRequest(req));
+      const tokens = await tokenEndpoint(forMajor(res), endpointRequest(req));
       res.setHeader('Cache-Control', 'no-store');
       res.json(tokens);
     }),
   );
   v.post(
     '/revoke',
-    limited('revoke'),
     express.text({ limit: '64kb', type: () => true }),
     handle(async (req, res) => {
-      await revokeEndpoint(deps, endpointRequest(req));
+      await revokeEndpoint(forMajor(res), endpointRequest(req));
       res.setHeader('Cache-Control', 'no-store');
       res.status(200).end();
     }),
   );
-  v.all(['/nonce', '/register', '/token', '/revoke', '/jwks'], (_req, res) => {
-    res.setHeader('Allow', _req.path === '/nonce' || _req.path === '/jwks' ? 'GET' : 'POST');
+  v.all(['/nonce', '/register', '/token', '/revoke', '/jwks', '/authorize'], (_req, res) => {
+    res.setHeader('Allow', ['/nonce', '/jwks', '/authorize'].includes(_req.path) ? 'GET' : 'POST');
     sendGuardError(res, settings.issuer, new InvalidRequest('method not allowed', { status: 405 }));
   });
   router.use(guardErrorHandler(settings.issuer));
@@ -117,7 +117,8 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
   return {
     ctx,
     settings,
-    urls: endpoints(settings.issuer),
+    // Discovery advertises the newest stable major; requests under another major get its URLs (depsPerMajor).
+    urls: endpoints(settings.issuer, newestStableMajor(options.versions ?? API_VERSIONS)),
     keys: new SigningKeys(ctx, settings),
     policyData,
     policy: options.policyEngine ?? createPolicyEngine(ctx.config, policyData, settings.policyTimeoutMs),
@@ -125,6 +126,18 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
     postureVerifiers: options.postureVerifiers ?? defaultPostureVerifiers(),
     registrationVerifiers: options.registrationVerifiers ?? new Map(),
   };
+}
+
+/** Bucket of the per-IP limit for a path under /svc/v{major}; the JWKS shares the discovery bucket. */
+const ENDPOINT_BUCKETS: Record<string, string> = { '/nonce': 'nonce', '/register': 'register', '/token': 'token', '/revoke': 'revoke', '/jwks': 'discovery' };
+
+/**
+ * The deps of a request under /svc/v{major}: `htu` of DPoP proofs, `aud` of client assertions and
+ * subject tokens name the endpoint the client called, in the major it chose (seed 000 section 9.2).
+ */
+function depsPerMajor(deps: GuardDeps, versions: ApiVersion[]): (res: Response) => GuardDeps {
+  const byMajor = new Map<number, GuardDeps>(versions.map((v) => [v.major, { ...deps, urls: endpoints(deps.settings.issuer, v.major) }]));
+  return (res) => byMajor.get(res.locals.apiMajor as number) ?? deps;
 }
 
 function endpointRequest(req: Request): EndpointRequest {
@@ -141,8 +154,9 @@ function endpointRequest(req: Request): EndpointRequest {
  * Per-IP, per-endpoint limit (issue 5 point 10) with `x-rate-limit-*` on every response; 429
  * `rate_limit_exceeded` with Retry-After (seed 000 section 8).
  */
-function rateLimitPerIp(deps: GuardDeps, name: string) {
+function rateLimitPerIp(deps: GuardDeps, bucket: string | ((req: Request) => string)) {
   return (req: Request, res: Response, next: (err?: unknown) => void) => {
+    const name = typeof bucket === 'string' ? bucket : bucket(req);
     hitRateLimit(deps.ctx, `${name}:ip:${clientIp(req)}`, deps.settings.rateLimit.perIp).then((r) => {
       res.setHeader('x-rate-limit-limit', String(r.limit));
       res.setHeader('x-rate-limit-remaining', String(r.remaining));

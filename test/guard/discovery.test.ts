@@ -1,7 +1,9 @@
 import express from 'express';
 import request from 'supertest';
 import { API_VERSION, guardRouter } from '../../src/guard';
-import { guardHarness, type Harness } from './helpers/harness';
+import { endpoints } from '../../src/guard/settings';
+import type { ApiVersion } from '../../src/guard/versions';
+import { exchange, guardHarness, type Harness } from './helpers/harness';
 
 /** Discovery documents (seed 000 2.3, CONTRACT 3, issue 5 point 2) and versioning (point 11). */
 let h: Harness;
@@ -31,6 +33,54 @@ describe('RFC 8414 authorization-server metadata', () => {
       api_versions_supported: [{ major_version: 1, version: API_VERSION, status: 'stable', documentation_uri: `${h.publicUrl}/svc/v1` }],
     });
     expect(res.body.scopes_supported).toContain('system/*.cruds');
+  });
+
+  test('has exactly the fields of seed 000 2.3 and CONTRACT 3, plus the DPoP and revocation extensions', async () => {
+    const res = await request(h.app).get('/.well-known/oauth-authorization-server');
+    expect(Object.keys(res.body).sort()).toEqual(
+      [
+        // seed 000 2.3
+        'issuer',
+        'authorization_endpoint',
+        'token_endpoint',
+        'registration_endpoint',
+        'jwks_uri',
+        'response_types_supported',
+        'response_modes_supported',
+        'grant_types_supported',
+        'token_endpoint_auth_methods_supported',
+        'token_endpoint_auth_signing_alg_values_supported',
+        'service_documentation',
+        'code_challenge_methods_supported',
+        'api_versions_supported',
+        // CONTRACT 3 and ZETA as-well-known.yaml
+        'nonce_endpoint',
+        'revocation_endpoint',
+        'scopes_supported',
+        // RFC 8414 §2, RFC 9449 §5.1, this server's token exchange
+        'revocation_endpoint_auth_methods_supported',
+        'revocation_endpoint_auth_signing_alg_values_supported',
+        'dpop_signing_alg_values_supported',
+        'subject_token_signing_alg_values_supported',
+        'attestation_types_supported',
+      ].sort(),
+    );
+    expect(res.body).toMatchObject({
+      authorization_endpoint: `${h.publicUrl}/svc/v1/authorize`,
+      response_modes_supported: ['query'],
+      service_documentation: `${h.publicUrl}/svc/v1`,
+    });
+    expect(res.body.redirection_endpoint).toBeUndefined();
+  });
+
+  test('every advertised URL answers: the authorization_endpoint with 400 invalid_request (no authorization-code flow)', async () => {
+    const meta = (await request(h.app).get('/.well-known/oauth-authorization-server')).body;
+    const authorize = await request(h.app).get(`${new URL(meta.authorization_endpoint).pathname}?response_type=code&client_id=x`);
+    expect(authorize.status).toBe(400);
+    expect(authorize.body.error).toBe('invalid_request');
+    const docs = await request(h.app).get(new URL(meta.service_documentation).pathname);
+    expect(docs.status).toBe(200);
+    expect(docs.body.token).toBe(meta.token_endpoint);
   });
 
   test('the jwks_uri answers the ES256 signing key with Cache-Control (ZETA row 2)', async () => {
@@ -125,9 +175,57 @@ describe('versioning (seed 000 section 9)', () => {
     const v0 = await request(app).get('/svc/v0/nonce');
     expect(v0.status).toBe(410);
     const meta = await request(app).get('/.well-known/oauth-authorization-server');
+    expect(meta.body.token_endpoint).toBe(`${h.publicUrl}/svc/v2/token`);
     expect(meta.body.api_versions_supported.map((v: { major_version: number; status: string }) => [v.major_version, v.status])).toEqual([
       [1, 'deprecated'],
       [2, 'stable'],
     ]);
+  });
+});
+
+describe('two majors served at once (v1 deprecated, v2 stable)', () => {
+  const versions: ApiVersion[] = [
+    { major: 1, version: '1.4.2', status: 'deprecated' },
+    { major: 2, version: '2.0.0', status: 'stable' },
+    { major: 0, version: '0.9.0', status: 'shut_down' },
+  ];
+  let h2: Harness;
+  beforeAll(async () => {
+    h2 = await guardHarness({
+      db: h.ctx.db,
+      app: (ctx) => {
+        const app = express();
+        app.use(guardRouter(ctx, { versions }));
+        return app;
+      },
+    });
+  });
+  afterAll(() => h2.close());
+
+  test('a token exchange at POST /svc/v2/token checks htu and aud against the v2 URL', async () => {
+    const v2 = { ...h2, urls: endpoints(h2.publicUrl, 2) };
+    const { res } = await exchange(v2, { path: '/svc/v2/token' });
+    expect(res.status).toBe(200);
+    expect(res.body.token_type).toBe('DPoP');
+  });
+
+  test('the deprecated v1 still exchanges with v1 URLs, and a v1 htu at v2 is 400 invalid_dpop_proof', async () => {
+    expect((await exchange(h2, { path: '/svc/v1/token' })).res.status).toBe(200);
+    const crossed = await exchange(h2, { path: '/svc/v2/token' });
+    expect(crossed.res.status).toBe(400);
+    expect(crossed.res.body.error).toBe('invalid_dpop_proof');
+  });
+
+  test.each([
+    ['404 unknown major', 'get', '/svc/v7/nonce', 404],
+    ['410 shut-down major', 'get', '/svc/v0/nonce', 410],
+    ['405 wrong method', 'get', '/svc/v2/token', 405],
+    ['405 wrong method', 'post', '/svc/v2/nonce', 405],
+  ] as const)('%s (%s %s) carries x-rate-limit-* (seed 000 section 8)', async (_name, method, path, status) => {
+    const res = await request(h2.app)[method](path);
+    expect(res.status).toBe(status);
+    expect(Number(res.headers['x-rate-limit-limit'])).toBeGreaterThan(0);
+    expect(res.headers['x-rate-limit-remaining']).toMatch(/^\d+$/);
+    expect(res.headers['x-rate-limit-reset']).toMatch(/^\d+$/);
   });
 });

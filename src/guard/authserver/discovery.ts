@@ -8,16 +8,22 @@ import { SUBJECT_TOKEN_ALGS } from './subject-token/verify-subject-token';
 
 /** RFC 8414 authorization-server metadata (seed 000 2.3 and CONTRACT 3). */
 export function authorizationServerMetadata(settings: GuardSettings, urls: ReturnType<typeof endpoints>, data: PolicyData, versions: ApiVersion[]) {
+  // `urls` are those of the newest stable major; its base is also its documentation_uri.
+  const base = `${settings.issuer}/svc/v${newestStableMajor(versions)}`;
   return {
     issuer: settings.issuer,
+    // Seed 000 2.3 and ZETA as-well-known.yaml list it; it answers 400 invalid_request: no
+    // authorization-code flow here (software and TPM clients use token exchange, seed 000 4.6).
+    authorization_endpoint: `${base}/authorize`,
     token_endpoint: urls.token,
     nonce_endpoint: urls.nonce,
     registration_endpoint: urls.register,
     revocation_endpoint: urls.revoke,
     jwks_uri: urls.jwks,
     scopes_supported: allowedScopes(data, true),
-    // No authorization endpoint: software clients use token exchange only.
     response_types_supported: ['token'],
+    // RFC 8414 §2 default; nothing is ever redirected (no authorization-code flow).
+    response_modes_supported: ['query'],
     grant_types_supported: [...SUPPORTED_GRANT_TYPES],
     token_endpoint_auth_methods_supported: ['private_key_jwt'],
     token_endpoint_auth_signing_alg_values_supported: [...CLIENT_ASSERTION_ALGS],
@@ -25,10 +31,17 @@ export function authorizationServerMetadata(settings: GuardSettings, urls: Retur
     revocation_endpoint_auth_signing_alg_values_supported: [...CLIENT_ASSERTION_ALGS],
     dpop_signing_alg_values_supported: [...DPOP_ALGS],
     code_challenge_methods_supported: ['S256'],
+    service_documentation: base,
     subject_token_signing_alg_values_supported: [...SUBJECT_TOKEN_ALGS],
     attestation_types_supported: ['software'],
     api_versions_supported: versionEntries(versions, settings.issuer),
   };
+}
+
+/** The major discovery advertises: the newest `stable` one, else the newest still served. */
+export function newestStableMajor(versions: ApiVersion[]): number {
+  const served = versions.filter((v) => v.status !== 'shut_down').sort((a, b) => b.major - a.major);
+  return (served.find((v) => v.status === 'stable') ?? served[0])?.major ?? 1;
 }
 
 /** RFC 9728 protected-resource metadata for the FHIR base (CONTRACT 3). */

@@ -37,19 +37,25 @@ export function handle(fn: (req: Request, res: Response) => Promise<void>) {
 }
 
 /**
- * The client's address: behind a trusted (loopback) proxy the last `Forwarded: for=` element
- * (RFC 7239, ZETA A_28440), else Express' `req.ip` (which honours X-Forwarded-For from loopback).
+ * The client's address. From a hop trusted by `trust proxy` (TRUST_PROXY) the last `Forwarded:
+ * for=` element (RFC 7239, ZETA A_28440) counts; else Express' `req.ip`, which walks
+ * X-Forwarded-For back through the trusted hops. An untrusted peer's headers are ignored.
  */
 export function clientIp(req: Request): string {
   const remote = req.socket.remoteAddress ?? '';
-  const trusted = remote === '127.0.0.1' || remote === '::1' || remote === '::ffff:127.0.0.1';
   const forwarded = req.headers.forwarded;
-  if (trusted && typeof forwarded === 'string') {
+  if (typeof forwarded === 'string' && peerIsTrusted(req, remote)) {
     const last = forwarded.split(',').pop() ?? '';
     const m = /(?:^|;)\s*for\s*=\s*("?)([^";,]+)\1/i.exec(last);
     if (m) return m[2].replace(/^\[(.*)\](?::\d+)?$/, '$1').replace(/^([\d.]+):\d+$/, '$1');
   }
   return (req.ip ?? remote).replace(/^::ffff:/, '');
+}
+
+/** Express compiles `trust proxy` into `trust proxy fn` (address, hop index) => boolean. */
+function peerIsTrusted(req: Request, remote: string): boolean {
+  const trust = req.app?.get('trust proxy fn') as ((addr: string, i: number) => boolean) | undefined;
+  return remote !== '' && typeof trust === 'function' && trust(remote, 0);
 }
 
 /**
