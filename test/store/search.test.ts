@@ -113,6 +113,7 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
     // a primitive code carries the system of its required binding's one CodeSystem
     ['Slot', 'schedule=s1&status=http://hl7.org/fhir/slotstatus|busy', ['sl2']],
     ['Slot', 'schedule=s1&status=http://hl7.org/fhir/slotstatus|', ['sl1', 'sl2']],
+    ['Slot', 'schedule=s1&status=http://hl7.org/fhir/slotstatus|busy&start=ge2027-01-01', ['sl2']],
     ['Slot', 'schedule=s1&status=http://example.org/other|busy', []],
     ['Appointment', 'status=http://hl7.org/fhir/appointmentstatus|cancelled', ['a2']],
     ['Patient', 'gender=http://hl7.org/fhir/administrative-gender|female', ['p1']],
