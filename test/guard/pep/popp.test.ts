@@ -25,6 +25,7 @@ describe('PoPP', () => {
   let upstream: LoopbackServer;
   let h: PepHarness;
   let t: TestToken;
+  let owner: TestToken;
   beforeAll(async () => {
     const pub = await exportJWK(crypto.createPublicKey(issuerKey));
     jwks = await loopbackServer((_req, res) => {
@@ -35,7 +36,7 @@ describe('PoPP', () => {
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [{ ...pub, kid: 'popp-1', alg: 'ES256', use: 'sig' }] }));
     });
     upstream = await loopbackServer((_req, res) => res.writeHead(200, { 'content-type': 'application/fhir+json' }).end('{"resourceType":"Bundle","type":"searchset"}'));
-    h = await pepHarness({ env: { UPSTREAM_URL: `${upstream.url}/fhir`, POPP_JWKS_URL: `${jwks.url}/jwks`, POPP_REQUIRED_ROUTES: 'Patient, Appointment/$book' } });
+    h = await pepHarness({ env: { UPSTREAM_URL: `${upstream.url}/fhir`, POPP_JWKS_URL: `${jwks.url}/jwks`, POPP_REQUIRED_ROUTES: 'Patient, Appointment/$book', REPOSITORY_OWNERS: '1-PEP-POPP-OWNER' } });
     t = await institution(h, { telematikId: '1-PEP-POPP' });
   });
   afterAll(async () => {
@@ -81,6 +82,54 @@ describe('PoPP', () => {
 
   test('routes outside POPP_REQUIRED_ROUTES need none', async () => {
     expect((await call(h, t, 'GET', '/Slot')).status).toBe(200);
+  });
+
+  const batch = (...entries: [string, string, unknown?][]) => ({
+    resourceType: 'Bundle',
+    type: 'batch',
+    entry: entries.map(([method, url, resource]) => ({ request: { method, url }, ...(resource ? { resource } : {}) })),
+  });
+
+  // Review hole 3: the outer route of a Bundle is `POST /`; its entries are what runs.
+  const batches: [string, unknown][] = [
+    ['a batch entry POST Appointment/$book', batch(['GET', 'Slot/s1'], ['POST', 'Appointment/$book', { resourceType: 'Parameters' }])],
+    ['a batch entry GET Patient/x', batch(['GET', 'Slot/s1'], ['GET', 'Patient/x'])],
+    ['a transaction entry creating a Patient', { ...batch(['POST', 'Patient', { resourceType: 'Patient' }]), type: 'transaction' }],
+  ];
+
+  test.each(batches)('%s needs a PoPP: without one → 400, with one → 200', async (_name, bundle) => {
+    const without = await call(h, t, 'POST', '/', { body: bundle });
+    expect([without.status, without.body.error]).toEqual([400, 'invalid_request']);
+    const withPopp = await call(h, t, 'POST', '/', { body: bundle, headers: { PoPP: popp() } });
+    expect(withPopp.status).toBe(200);
+  });
+
+  test('a batch of Slot reads needs none', async () => {
+    expect((await call(h, t, 'POST', '/', { body: batch(['GET', 'Slot/s1'], ['GET', 'Slot?status=free']) })).status).toBe(200);
+  });
+
+  // A requestor may not search Patients (403 first); an owner's token passes the scope check, and the search still reaches Patient.
+  const includes: [string, string, string, string | undefined][] = [
+    ['_include=Appointment:patient', 'GET', '/Appointment?_include=Appointment:patient', undefined],
+    ['_include of every actor type (Patient among them)', 'GET', '/Appointment?_include=Appointment:actor', undefined],
+    ['a chain through Patient', 'GET', '/Appointment?patient.name=Privat', undefined],
+    ['_has:Patient', 'GET', '/Practitioner?_has:Patient:general-practitioner:name=X', undefined],
+    ['a batch entry with _revinclude of Patients', 'POST', '/', JSON.stringify(batch(['GET', 'RelatedPerson?_revinclude=Patient:link']))],
+    ['_include in a POST _search form', 'POST', '/Appointment/_search', '_include=Appointment:patient'],
+    ['a nested batch (not followed, needs one)', 'POST', '/', JSON.stringify(batch(['POST', '/', batch(['GET', 'Slot/s1'])]))],
+  ];
+
+  test.each(includes)('%s needs a PoPP: without one → 400, with one → 200', async (_name, method, path, body) => {
+    owner ??= await institution(h, { telematikId: '1-PEP-POPP-OWNER' });
+    const contentType = method === 'POST' && path !== '/' ? 'application/x-www-form-urlencoded' : undefined;
+    const without = await call(h, owner, method, path, { body, contentType });
+    expect([without.status, without.body.error]).toEqual([400, 'invalid_request']);
+    const withPopp = await call(h, owner, method, path, { body, contentType, headers: { PoPP: popp({ actorId: '1-PEP-POPP-OWNER' }) } });
+    expect(withPopp.status).toBe(200);
+  });
+
+  test('_include limited to a type outside POPP_REQUIRED_ROUTES needs none', async () => {
+    expect((await call(h, t, 'GET', '/Appointment?_include=Appointment:actor:Practitioner')).status).toBe(200);
   });
 
   const refused: [string, () => string, string][] = [
