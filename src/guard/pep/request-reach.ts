@@ -14,8 +14,10 @@ export const ANY_TYPE = '*';
 export interface Reach {
   /** The interactions that run: the request's own, and each entry's of a transaction or batch Bundle. */
   routes: Route[];
-  /** Types whose resources a search returns or filters on besides its own: `_include`, `_revinclude`, `_has`, chains. */
+  /** Types a search finds or filters on besides its own: `_revinclude`, `_has`, chains (SMART `s`). */
   searched: Set<string>;
+  /** Types a search returns by following its matches' references, `_include` (SMART `r`: as a read of each reference). */
+  included: Set<string>;
   /** What the enforcement point cannot follow (an entry it cannot route, a nested Bundle, a query it cannot parse): fail closed. */
   unfollowed: string[];
 }
@@ -24,7 +26,7 @@ export type ReachRequest = Pick<FhirRequest, 'method' | 'path' | 'query' | 'body
 
 /** The reach of a request already routed to `r` (an unroutable request runs nothing: the FHIR layer answers 404/405/400). */
 export function reachOf(req: ReachRequest, r: Route): Reach {
-  const reach: Reach = { routes: [], searched: new Set(), unfollowed: [] };
+  const reach: Reach = { routes: [], searched: new Set(), included: new Set(), unfollowed: [] };
   follow(reach, req, r, false);
   return reach;
 }
@@ -87,7 +89,7 @@ function searchReach(reach: Reach, type: string, query: [string, string][]): voi
   }
   // A chain the parser refuses (untyped over a multi-target reference) never runs; its types count anyway, should it ever.
   for (const [name] of query) if (!name.startsWith('_') && name.includes('.')) for (const t of chainTargets(type, name)) reach.searched.add(t);
-  for (const inc of request.include) for (const t of includeTargets(inc.type, inc.param, inc.targetType)) reach.searched.add(t);
+  for (const inc of request.include) for (const t of includeTargets(inc.type, inc.param, inc.targetType)) reach.included.add(t);
   for (const rev of request.revinclude) reach.searched.add(rev.type);
 }
 

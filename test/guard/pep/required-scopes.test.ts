@@ -4,7 +4,9 @@ import { reachOf, type ReachRequest } from '../../../src/guard/pep/request-reach
 import { requiredScopes } from '../../../src/guard/pep/required-scopes';
 
 const EVERYTHING = 'system/*.c system/*.r system/*.u system/*.d system/*.s';
-const ACTOR_TYPES = ['Practitioner', 'Patient', 'HealthcareService', 'PractitionerRole', 'RelatedPerson', 'Location'].map((t) => `system/${t}.s`).join(' ');
+const ACTORS = ['Practitioner', 'Patient', 'HealthcareService', 'PractitionerRole', 'RelatedPerson', 'Location'];
+const ACTOR_TYPES = ACTORS.map((t) => `system/${t}.s`).join(' ');
+const ACTOR_READS = ACTORS.map((t) => `system/${t}.r`).join(' ');
 
 /** `GET /Slot?a=b` as the enforcement point sees it. */
 function get(pathAndQuery: string): ReachRequest {
@@ -29,10 +31,10 @@ describe('required scopes of a request', () => {
   const table: [string, ReachRequest, string][] = [
     ['a plain search', get('/Slot?status=free'), 'system/Slot.s'],
     ['_revinclude: the including type', get('/Slot?_id=X&_revinclude=Appointment:slot'), 'system/Slot.s system/Appointment.s'],
-    ['_include with one target', get('/Appointment?_include=Appointment:patient'), 'system/Appointment.s system/Patient.s'],
-    ['_include with a :Type suffix', get('/Appointment?_include=Appointment:actor:Location'), 'system/Appointment.s system/Location.s'],
-    ['_include of a multi-target reference without suffix: every stored target', get('/Appointment?_include=Appointment:actor'), `system/Appointment.s ${ACTOR_TYPES}`],
-    ['_include:iterate', get('/Slot?_include:iterate=Slot:schedule'), 'system/Slot.s system/Schedule.s'],
+    ['_include with one target: a read of each reference', get('/Appointment?_include=Appointment:patient'), 'system/Appointment.s system/Patient.r'],
+    ['_include with a :Type suffix', get('/Appointment?_include=Appointment:actor:Location'), 'system/Appointment.s system/Location.r'],
+    ['_include of a multi-target reference without suffix: every stored target', get('/Appointment?_include=Appointment:actor'), `system/Appointment.s ${ACTOR_READS}`],
+    ['_include:iterate', get('/Slot?_include:iterate=Slot:schedule'), 'system/Slot.s system/Schedule.r'],
     ['_has', get('/Slot?_has:Appointment:slot:status=booked'), 'system/Slot.s system/Appointment.s'],
     ['a typed chain', get('/Slot?schedule.actor:HealthcareService.type=http://s|1'), 'system/Slot.s system/Schedule.s system/HealthcareService.s'],
     ['an untyped chain over a single-target reference', get('/Appointment?slot.status=busy'), 'system/Appointment.s system/Slot.s'],

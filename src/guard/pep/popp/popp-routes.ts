@@ -21,7 +21,8 @@ export function requiresPopp(patterns: string[], r: Route): boolean {
  */
 export function reachRequiresPopp(patterns: string[], reach: Reach): boolean {
   if (patterns.length === 0) return false;
-  if (reach.unfollowed.length || reach.searched.has(ANY_TYPE)) return true;
-  const searches = [...reach.searched].map((type): Route => ({ interaction: 'search-type', type }));
+  const reached = new Set([...reach.searched, ...reach.included]);
+  if (reach.unfollowed.length || reached.has(ANY_TYPE)) return true;
+  const searches = [...reached].map((type): Route => ({ interaction: 'search-type', type }));
   return [...reach.routes, ...searches].some((r) => requiresPopp(patterns, r));
 }
