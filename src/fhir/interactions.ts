@@ -1,5 +1,6 @@
 import type { Bundle, Resource } from '@medplum/fhirtypes';
 import { isStoredType } from '../store/search/parameters';
+import { parseSubsetting } from '../store/search/request';
 import { ownerForWrite } from '../store/ownership';
 import { isValidId, visible } from '../store/repository';
 import { capabilityStatement } from './capability';
@@ -7,7 +8,7 @@ import { runWriteHooks } from './hooks';
 import { findOperation } from './operations/registry';
 import { badRequest, notFound, notSupported, OperationOutcomeError, outcome, issue } from './outcomes';
 import { preferHeader, scopeOf, type FhirEnv, type FhirRequest, type FhirResponse, type Interaction } from './request';
-import { fullUrl, searchType } from './search';
+import { fullUrl, searchType, subset } from './search';
 import { processBundle } from './transaction';
 import { validateResource } from './validation';
 
@@ -71,13 +72,11 @@ export async function handle(req: FhirRequest, env: FhirEnv, r: Route = route(re
   switch (r.interaction) {
     case 'capabilities':
       return { status: 200, body: capabilityStatement(env) };
-    case 'read': {
-      const resource = await env.repo.read(r.type!, r.id!, scopeOf(req.identity));
-      return { status: 200, body: resource, headers: versionHeaders(resource) };
-    }
+    case 'read':
     case 'vread': {
-      const resource = await env.repo.vread(r.type!, r.id!, r.versionId!, scopeOf(req.identity));
-      return { status: 200, body: resource, headers: versionHeaders(resource) };
+      const subsetting = parseSubsetting(req.query);
+      const resource = r.interaction === 'read' ? await env.repo.read(r.type!, r.id!, scopeOf(req.identity)) : await env.repo.vread(r.type!, r.id!, r.versionId!, scopeOf(req.identity));
+      return { status: 200, body: subset(resource, subsetting), headers: versionHeaders(resource) };
     }
     case 'history-instance':
       return { status: 200, body: await history(r.type!, r.id!, req, env) };

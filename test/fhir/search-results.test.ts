@@ -113,4 +113,20 @@ describe('search result parameters', () => {
     expect(res.status).toBe(400);
     expect(res.body.issue[0]).toMatchObject({ severity: 'error', code: 'not-supported', expression: ['context-type-quantity'] });
   });
+
+  test('read and vread take _elements and _summary too; _summary=count is for searches only', async () => {
+    for (const path of ['/fhir/Patient/p1', '/fhir/Patient/p1/_history/1']) {
+      const cut = await request(app).get(`${path}?_elements=gender`).set('Accept', 'application/fhir+json');
+      expect([path, cut.status, keys(cut.body)]).toEqual([path, 200, ['gender', 'id', 'meta', 'resourceType']]);
+      expect(cut.body.meta.tag).toEqual([TAG, SUBSETTED]);
+      const whole = await request(app).get(path).set('Accept', 'application/fhir+json');
+      expect(whole.body.meta.tag).toEqual([TAG]);
+      expect(whole.body.contact).toBeDefined();
+    }
+    const summary = await request(app).get('/fhir/Patient/p1?_summary=true').set('Accept', 'application/fhir+json');
+    expect(summary.body.contact).toBeUndefined();
+    expect(summary.body.name).toEqual([{ family: 'Test', given: ['Patient'] }]);
+    const count = await request(app).get('/fhir/Patient/p1?_summary=count').set('Accept', 'application/fhir+json');
+    expect([count.status, count.body.issue?.[0]?.code, count.body.issue?.[0]?.expression]).toEqual([400, 'invalid', ['_summary']]);
+  });
 });

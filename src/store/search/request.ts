@@ -110,17 +110,9 @@ export function parseSearch(resourceType: string, pairs: [string, string][], str
         break;
       }
       case '_summary':
-        if (!SUMMARY_VALUES.has(value)) throw badRequest(`_summary must be one of true, false, text, data, count; got "${value}"`, '_summary');
-        if (value === 'count') request.totalOnly = true;
-        else if (value !== 'false') request.summary = value as 'true' | 'text' | 'data';
+      case '_elements':
+        subsetParam(request, base, value);
         break;
-      case '_elements': {
-        const names = value.split(',').map((n) => n.trim()).filter(Boolean);
-        const bad = names.find((n) => !/^[a-z][A-Za-z0-9]*$/.test(n));
-        if (bad !== undefined) throw badRequest(`_elements takes top-level element names, got "${bad}"`, '_elements');
-        request.elements = [...(request.elements ?? []), ...names];
-        break;
-      }
       case '_total':
         if (!TOTAL_VALUES.has(value)) throw badRequest(`_total must be one of none, estimate, accurate; got "${value}"`, '_total');
         break;
@@ -294,4 +286,28 @@ export function splitDatePrefix(value: string): [string, string] {
 function checkDateValue(param: string, value: string): void {
   const [, v] = splitDatePrefix(value);
   if (!parseDateRange(v)) throw badRequest(`Invalid date "${value}" for ${param}: expected [prefix]YYYY[-MM[-DD[Thh:mm[:ss[.sss]][Z|+hh:mm]]]]`, param);
+}
+
+/** How a returned resource is cut down: `_summary` (`count` only in a search) and `_elements`. */
+export type Subsetting = Pick<SearchRequest, 'summary' | 'elements'> & { totalOnly?: boolean };
+
+function subsetParam(request: Subsetting, name: '_summary' | '_elements', value: string): void {
+  if (name === '_summary') {
+    if (!SUMMARY_VALUES.has(value)) throw badRequest(`_summary must be one of true, false, text, data, count; got "${value}"`, '_summary');
+    if (value === 'count') request.totalOnly = true;
+    else if (value !== 'false') request.summary = value as 'true' | 'text' | 'data';
+    return;
+  }
+  const names = value.split(',').map((n) => n.trim()).filter(Boolean);
+  const bad = names.find((n) => !/^[a-z][A-Za-z0-9]*$/.test(n));
+  if (bad !== undefined) throw badRequest(`_elements takes top-level element names, got "${bad}"`, '_elements');
+  request.elements = [...(request.elements ?? []), ...names];
+}
+
+/** `_summary` and `_elements` of a read or vread (R4 search.html 3.1.1.5.8/9 apply to reads too); `count` is for searches. */
+export function parseSubsetting(query: [string, string][]): Subsetting {
+  const out: Subsetting = {};
+  for (const [name, value] of query) if (name === '_summary' || name === '_elements') subsetParam(out, name, value);
+  if (out.totalOnly) throw badRequest('_summary=count applies to searches only', '_summary');
+  return out;
 }
