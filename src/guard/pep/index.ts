@@ -21,6 +21,7 @@ import { recordRequest } from './request-ledger';
 import { reachOf, type Reach, type ReachRequest } from './request-reach';
 import { missingScopes, requiredScopes, type PolledJob } from './required-scopes';
 import { pepSettings, type PepSettings } from './settings';
+import { RevokedSessions } from '../state/revoked-sessions';
 import { AccessTokenVerifier } from './verify-access-token';
 import { ProofKeyCache, proofIsFresh, replayWindowEnd, verifyRequestProof } from './verify-request-proof';
 
@@ -69,7 +70,7 @@ export function enforcementPoint(ctx: AppContext, options: PepOptions = {}) {
     ctx,
     facts: new WeakMap(),
     settings,
-    tokens: new AccessTokenVerifier(new SigningKeys(ctx, guardSettings(ctx.config)), settings, ctx.now),
+    tokens: new AccessTokenVerifier(new SigningKeys(ctx, guardSettings(ctx.config)), settings, ctx.now, new RevokedSessions(ctx.db)),
     proofKeys: new ProofKeyCache(),
     popp: settings.popp.jwksUrl
       ? new PoppJwks({

@@ -1,10 +1,9 @@
 import type crypto from 'node:crypto';
 import { compactVerify, importJWK } from 'jose';
-import type { AppContext } from '../../context';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 import { InvalidToken } from '../errors';
 import type { SigningKeys } from '../keys/signing-keys';
-import { RevokedSessions, type SessionLiveness } from '../state/revoked-sessions';
+import type { SessionLiveness } from '../state/revoked-sessions';
 import type { PepSettings } from './settings';
 
 type Header = Record<string, unknown>;
@@ -20,16 +19,12 @@ type Claims = Record<string, unknown>;
 export class AccessTokenVerifier {
   private readonly verified = new Map<string, AccessTokenPayload>();
   private readonly keys = new Map<string, { key: crypto.KeyObject | undefined; until: number }>();
-  private readonly sessions: SessionLiveness;
-
   constructor(
     private readonly signingKeys: SigningKeys,
     private readonly settings: PepSettings,
     private readonly now: () => Date,
-    sessions?: SessionLiveness,
-  ) {
-    this.sessions = sessions ?? new RevokedSessions(storeOf(signingKeys).db);
-  }
+    private readonly sessions: SessionLiveness,
+  ) {}
 
   async verify(token: string): Promise<AccessTokenPayload> {
     const t = Math.floor(this.now().getTime() / 1000);
@@ -80,16 +75,6 @@ export class AccessTokenVerifier {
     }
     this.verified.set(token, payload);
   }
-}
-
-/**
- * The enforcement point is built with the AS's SigningKeys (pep/index.ts) and no store of its own;
- * the session lookup uses the same store. Pass a SessionLiveness explicitly to avoid this.
- */
-function storeOf(keys: SigningKeys): AppContext {
-  const ctx = (keys as unknown as { ctx?: AppContext }).ctx;
-  if (!ctx?.db) throw new Error('AccessTokenVerifier needs a SessionLiveness or SigningKeys with a store');
-  return ctx;
 }
 
 /** Revoked family (RFC 7009 /revoke, RFC 9700 §4.14.2 reuse detection) or a sid we never issued → 401. */
