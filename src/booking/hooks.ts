@@ -76,6 +76,10 @@ async function onAppointmentWrite(event: WriteEvent): Promise<void> {
     }
   }
   if (next && !c.actor.isRepository) {
+    // Seed 001 section 3: only the repository and its owners move appointments in and out of pending.
+    if (previous && previous.status !== 'pending' && next.status === 'pending') {
+      throw forbidden('Only the repository puts an appointment in pending');
+    }
     if (!wasHolding && willHold) throw unprocessable('Appointments are booked through Appointment/$book', 'Appointment.status');
     if (previous?.status === 'pending' && next.status !== 'pending' && next.status !== 'cancelled') {
       throw forbidden('Only the repository confirms a pending appointment');

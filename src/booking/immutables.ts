@@ -1,11 +1,12 @@
-import type { Appointment, Reference } from '@medplum/fhirtypes';
-import { evalFhirPath } from '../fhir/medplum';
+import type { Appointment, AppointmentParticipant, Reference } from '@medplum/fhirtypes';
+import { localId } from './references';
 import { epochMs } from './time';
 
 /**
  * ISiK Terminplanung 6.0.0 (seed 001 section 4 rule 5): these elements MUST NOT be changed by an
  * update; a new time goes through $book with the same id. Equal values (also instants written
- * differently for the same moment) are no change.
+ * differently for the same moment, references written differently to the same resource) are no
+ * change.
  */
 export const IMMUTABLE_ELEMENTS = [
   'Appointment.slot',
@@ -27,15 +28,31 @@ function sameValue(element: ImmutableElement, a: Appointment, b: Appointment): b
     case 'Appointment.end':
       return epochMs(a.end) === epochMs(b.end) && (a.end === undefined) === (b.end === undefined);
     case 'Appointment.slot':
-      return sameReferences(a.slot, b.slot);
+      return sameKeys(referenceKeys(a.slot, 'Slot'), referenceKeys(b.slot, 'Slot'));
     default:
-      return sameReferences(evalFhirPath(element, a) as Reference[], evalFhirPath(element, b) as Reference[]);
+      return sameKeys(referenceKeys(patientActors(a), 'Patient'), referenceKeys(patientActors(b), 'Patient'));
   }
 }
 
-function sameReferences(a: Reference[] | undefined, b: Reference[] | undefined): boolean {
-  const norm = (refs: Reference[] | undefined) => (refs ?? []).map((r) => r.reference ?? JSON.stringify(r.identifier ?? r)).sort();
-  const x = norm(a);
-  const y = norm(b);
+/**
+ * The patient participants. FHIRPath resolve() (medplum) only knows `Patient/id`; $book also takes
+ * `Patient/id/_history/n` and absolute URLs on the base, and an actor typed Patient.
+ */
+function patientActors(a: Appointment): Reference[] {
+  const isPatient = (p: AppointmentParticipant) => !!localId(p.actor?.reference, 'Patient') || p.actor?.type === 'Patient';
+  return (a.participant ?? []).filter(isPatient).map((p) => p.actor as Reference);
+}
+
+/** What identifies a reference: the local id of the type when it has one, else its text. */
+function referenceKeys(refs: Reference[] | undefined, type: string): string[] {
+  return (refs ?? [])
+    .map((r) => {
+      const id = localId(r.reference, type);
+      return id ? `${type}/${id}` : (r.reference ?? JSON.stringify(r.identifier ?? r));
+    })
+    .sort();
+}
+
+function sameKeys(x: string[], y: string[]): boolean {
   return x.length === y.length && x.every((v, i) => v === y[i]);
 }

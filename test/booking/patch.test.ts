@@ -33,7 +33,7 @@ let day = 0;
 /** A fresh free slot on its own day, so tests do not share bookings. */
 async function slotOnNewDay(f: BookingFixture, scheduleId = 'Schedule-Read-Example'): Promise<{ id: string; start: string; end: string }> {
   day += 1;
-  const date = `2027-04-${String(day).padStart(2, '0')}`;
+  const date = new Date(Date.UTC(2027, 3, day)).toISOString().slice(0, 10);
   const s = { id: `patch-slot-${scheduleId}-${day}`, start: `${date}T10:00:00Z`, end: `${date}T10:30:00Z` };
   await put(f, freeSlot(s.id, s.start, s.end, scheduleId));
   return s;
@@ -60,6 +60,12 @@ async function outbox(f: BookingFixture, id: string): Promise<{ event_type: stri
   return rows;
 }
 
+const BASE = 'http://localhost:8080/fhir';
+const PATIENT_EXPRESSION = 'Appointment.participant.actor.where(resolve() is Patient)';
+/** $book takes the patient as an absolute URL on the base too (references.ts localId). */
+const ABSOLUTE_PATIENT: Partial<Appointment> = { participant: [{ actor: { reference: `${BASE}/Patient/Patient-Read-Example`, display: 'Test Patient' }, status: 'accepted' }] };
+const actorValue = (reference: string) => op('replace', 'Appointment.participant[0].actor', { valueReference: { reference } });
+
 describe('PATCH Appointment (ISiK 6.0.0, seed 001 rule 5)', () => {
   let f: BookingFixture;
   beforeAll(async () => {
@@ -68,7 +74,7 @@ describe('PATCH Appointment (ISiK 6.0.0, seed 001 rule 5)', () => {
   });
   afterAll(() => f.close());
 
-  test.each([
+  test.each<[string, Parameters, string, Partial<Appointment>?]>([
     ['Appointment.start', op('replace', 'Appointment.start', { valueInstant: '2027-04-20T09:00:00Z' }), 'Appointment.start'],
     ['Appointment.end', op('replace', 'Appointment.end', { valueInstant: '2027-04-20T11:00:00Z' }), 'Appointment.end'],
     ['Appointment.slot', op('replace', 'Appointment.slot[0]', { valueReference: { reference: 'Slot/Slot-Read-Example' } }), 'Appointment.slot'],
@@ -79,8 +85,12 @@ describe('PATCH Appointment (ISiK 6.0.0, seed 001 rule 5)', () => {
       op('replace', 'Appointment.participant.actor.where(resolve() is Patient)', { valueReference: { reference: 'Patient/other-patient' } }),
       'Appointment.participant.actor.where(resolve() is Patient)',
     ],
-  ])('changing %s answers 400 business-rule naming the element', async (_what, body, expression) => {
-    const appt = await booked(f);
+    ['a patient booked as an absolute URL, for another patient', actorValue('Patient/other-patient'), PATIENT_EXPRESSION, ABSOLUTE_PATIENT],
+    ['a patient booked as an absolute URL, for another absolute URL', actorValue(`${BASE}/Patient/other-patient`), PATIENT_EXPRESSION, ABSOLUTE_PATIENT],
+    ['the patient, for another patient written as an absolute URL', actorValue(`${BASE}/Patient/other-patient`), PATIENT_EXPRESSION],
+    ['the patient, for another patient with a version', actorValue('Patient/other-patient/_history/1'), PATIENT_EXPRESSION],
+  ])('changing %s answers 400 business-rule naming the element', async (_what, body, expression, extra = {}) => {
+    const appt = await booked(f, undefined, extra);
     const res = await patchHttp(f, appt.id!, body);
     expect(res.status).toBe(400);
     expect(res.body.resourceType).toBe('OperationOutcome');
@@ -89,12 +99,16 @@ describe('PATCH Appointment (ISiK 6.0.0, seed 001 rule 5)', () => {
     expect((await request(f.app).get(`/fhir/Appointment/${appt.id}`)).body.meta.versionId).toBe(appt.meta!.versionId);
   });
 
-  test.each([
+  test.each<[string, (a: Appointment) => Parameters, Partial<Appointment>?]>([
     ['the same start', (a: Appointment) => op('replace', 'Appointment.start', { valueInstant: a.start })],
     ['the same instant with an offset', (a: Appointment) => op('replace', 'Appointment.start', { valueInstant: a.start!.replace(/T10:00:00Z$/, 'T12:00:00+02:00') })],
     ['the same patient', () => op('replace', 'Appointment.participant[0].actor', { valueReference: { reference: 'Patient/Patient-Read-Example', display: 'Test Patient' } })],
-  ])('replacing an immutable element with %s is allowed (200)', async (_what, body) => {
-    const appt = await booked(f);
+    ['the same patient with a version', () => actorValue('Patient/Patient-Read-Example/_history/1')],
+    ['the same patient as an absolute URL', () => actorValue(`${BASE}/Patient/Patient-Read-Example`)],
+    ['the same patient as Patient/id where it was booked as an absolute URL', () => actorValue('Patient/Patient-Read-Example'), ABSOLUTE_PATIENT],
+    ['the same slot as an absolute URL', (a: Appointment) => op('replace', 'Appointment.slot[0]', { valueReference: { reference: `${BASE}/${a.slot![0].reference}` } })],
+  ])('replacing an immutable element with %s is allowed (200)', async (_what, body, extra = {}) => {
+    const appt = await booked(f, undefined, extra);
     const res = await patchHttp(f, appt.id!, body(appt));
     expect(res.status).toBe(200);
     expect(res.body.meta.versionId).toBe('2');
@@ -190,6 +204,24 @@ describe('PATCH Appointment (ISiK 6.0.0, seed 001 rule 5)', () => {
       const slotId = appt.slot![0].reference!.split('/')[1];
       expect((await request(f.app).get(`/fhir/Slot/${slotId}`)).body.status).toBe('free');
       expect(await outbox(f, appt.id!)).toEqual([{ event_type: 'appointment.cancelled', version_id: 2, origin: 'repository' }]);
+    });
+
+    test.each([
+      ['booked', async () => booked(f)],
+      ['cancelled', async () => (await patchHttp(f, (await booked(f)).id!, cancel())).body as Appointment],
+    ])('a requestor cannot move a %s appointment to pending (403 forbidden)', async (_from, make) => {
+      const appt = await make();
+      const toPending = op('replace', 'Appointment.status', { valueCode: 'pending' });
+      const denied = await asFhir(f, { method: 'PATCH', path: ['Appointment', appt.id!], body: toPending }, requestor());
+      expect(denied.status).toBe(403);
+      expect((denied.body as { issue: { code: string }[] }).issue[0].code).toBe('forbidden');
+      expect((await request(f.app).get(`/fhir/Appointment/${appt.id}`)).body.meta.versionId).toBe(appt.meta!.versionId);
+    });
+
+    test('an owner may move a booked appointment to pending (200)', async () => {
+      const appt = await booked(f);
+      const done = await asFhir(f, { method: 'PATCH', path: ['Appointment', appt.id!], body: op('replace', 'Appointment.status', { valueCode: 'pending' }) }, owner());
+      expect([done.status, (done.body as Appointment).status]).toEqual([200, 'pending']);
     });
 
     test('a requestor may withdraw its pending appointment (origin requestor)', async () => {
