@@ -10,6 +10,7 @@ import { checkProposal } from './proposal';
 import { localId } from './references';
 import { releaseHolds } from './release';
 import { reserve } from './reservations';
+import { checkServices } from './services';
 import { lockSlots, slotIdsOverlapping, writeSlot, type SlotView } from './slots';
 import { BOOKING_CONFIRMATION_URL, EXTERNAL_TAG, holdsTime, REPLACES_URL } from './status';
 import { covers, instant, overlaps, type Window } from './time';
@@ -51,6 +52,8 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
   let participants = proposal.participant ?? [];
   if (input.patient) participants = withPatientParticipant(proposal, input.patient, await resolvePatientParameter(c, input.patient));
   await checkPatients(c, participants);
+  await checkServices(c, participants);
+  if (input.scheduleId) await checkScheduleParameter(c, input.scheduleId);
 
   const slots = proposal.slot?.length ? await takeSlots(c, proposal.slot, window, input.scheduleId) : await findSlots(c, input.scheduleId, window);
   const schedules = await checkSchedules(c, slots);
@@ -111,7 +114,10 @@ async function cancelReplaced(c: BookingContext, old: Appointment, owner: string
   await recordAppointmentChange(c.repo.db, { previous: old, next: stored, versionId: Number(stored.meta?.versionId), origin: originOf(c.actor), owner, at: c.now });
 }
 
-/** Slot mode: every referenced Slot exists, is free, and together they contain the window. */
+/**
+ * Slot mode: every referenced Slot exists, is free and overlaps the window (a slot beside the
+ * appointment would be made busy for nothing), and together they contain the window.
+ */
 async function takeSlots(c: BookingContext, refs: Reference[], window: Window, scheduleId?: string): Promise<SlotView[]> {
   const ids = refs.map((r, i) => {
     const id = localId(r.reference, 'Slot');
@@ -119,11 +125,13 @@ async function takeSlots(c: BookingContext, refs: Reference[], window: Window, s
     return id;
   });
   const locked = await lockSlots(c.repo, ids);
-  const views = [...new Set(ids)].map((id, i) => {
+  const views = [...new Set(ids)].map((id) => {
+    const i = ids.indexOf(id);
     const view = locked.get(id);
     if (!view) throw unprocessable(`Slot/${id} does not exist`, `Appointment.slot[${i}]`, 'not-found');
     if (view.resource.status !== 'free') throw conflict(`Slot/${id} is not free (${view.resource.status})`, `Appointment.slot[${i}]`);
     if (!view.window) throw unprocessable(`Slot/${id} has no valid start and end`, `Appointment.slot[${i}]`);
+    if (!overlaps(view.window, window)) throw unprocessable(`Slot/${id} does not overlap the appointment's time`, `Appointment.slot[${i}]`);
     if (scheduleId && view.scheduleId !== scheduleId) throw unprocessable(`Slot/${id} does not belong to Schedule/${scheduleId}`, `Appointment.slot[${i}]`);
     return view;
   });
@@ -168,6 +176,14 @@ async function findSlots(c: BookingContext, scheduleId: string | undefined, wind
     booked.push({ ...view, resource: await writeSlot(c.repo, busy), window: part });
   }
   return booked;
+}
+
+/** ISiK 6.0.0 $book `schedule`: the calendar named must exist (422 not-found, as a missing slot). */
+async function checkScheduleParameter(c: BookingContext, id: string): Promise<void> {
+  const row = await c.repo.readRow('Schedule', id);
+  if (!row || row.deleted || !visible(row.owner, c.actor.scope)) {
+    throw unprocessable(`Schedule/${id} named by the schedule parameter does not exist`, "Parameters.parameter.where(name='schedule')", 'not-found');
+  }
 }
 
 /** Inactive or missing calendars (and their HealthcareService actors) take no bookings. */

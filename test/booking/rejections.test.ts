@@ -20,12 +20,15 @@ const withoutSlot = (extra: Partial<Appointment> = {}) => {
 };
 const onSchedule = (id: string) => ({ valueReference: { reference: `Schedule/${id}` } });
 const patientRef = (id: string) => [{ actor: { reference: `Patient/${id}` }, status: 'accepted' as const }];
+const withService = (id: string) => ({ participant: [...patientRef('Patient-Read-Example'), { actor: { reference: `HealthcareService/${id}` }, status: 'accepted' as const }] });
+const SCHEDULE_PARAMETER = "Parameters.parameter.where(name='schedule')";
 
 /**
  * Every rejection of $book with its exact status and issue code (issue 3 point 1; ISiK 6.0.0:
- * syntax 400, semantics 422; a taken slot 409). Nothing is booked by any of them.
+ * syntax 400, semantics 422; a taken slot 409), and the expression where it matters. Nothing is
+ * booked by any of them.
  */
-const cases: [string, () => unknown, number, string][] = [
+const cases: [string, () => unknown, number, string, string?][] = [
   ['a Patient as body', () => patient('x'), 400, 'invalid'],
   ['an empty JSON object', () => ({}), 400, 'structure'],
   ['Parameters without appt-resource', () => parameters({ schedule: onSchedule('Schedule-Read-Example') }), 400, 'required'],
@@ -42,12 +45,18 @@ const cases: [string, () => unknown, number, string][] = [
   ['a slot that does not exist', () => at('no-such-slot'), 422, 'not-found'],
   ['a busy slot', () => at('Slot-Read-Example', '2027-01-01T13:00:00Z', '2027-01-01T14:00:00Z'), 409, 'conflict'],
   ['a time outside its slot', () => at('rej-slot', '2027-06-01T10:15:00Z', '2027-06-01T10:45:00Z'), 422, 'business-rule'],
+  ['a second slot beside the appointment', () => at('rej-slot', undefined, undefined, { slot: [{ reference: 'Slot/rej-slot' }, { reference: 'Slot/far-slot' }] }), 422, 'business-rule', 'Appointment.slot[1]'],
   ['a slot of another schedule than the schedule parameter', () => parameters({ 'appt-resource': at('rej-slot'), schedule: onSchedule('inactive-schedule') }), 422, 'business-rule'],
   ['a patient that does not exist', () => at('rej-slot', undefined, undefined, { participant: patientRef('nobody') }), 422, 'not-found'],
   ['an inactive patient', () => at('rej-slot', undefined, undefined, { participant: patientRef('inactive-patient') }), 422, 'business-rule'],
   ['a deleted patient', () => at('rej-slot', undefined, undefined, { participant: patientRef('deleted-patient') }), 422, 'not-found'],
   ['an inactive schedule', () => at('inactive-schedule-slot'), 422, 'business-rule'],
   ['a schedule of an inactive HealthcareService', () => at('hcs-slot'), 422, 'business-rule'],
+  ['an inactive HealthcareService as participant', () => at('rej-slot', undefined, undefined, withService('inactive-hcs')), 422, 'business-rule', 'Appointment.participant[1].actor'],
+  ['a deleted HealthcareService as participant', () => at('rej-slot', undefined, undefined, withService('deleted-hcs')), 422, 'not-found', 'Appointment.participant[1].actor'],
+  ['a HealthcareService as participant that does not exist', () => at('rej-slot', undefined, undefined, withService('no-such-hcs')), 422, 'not-found', 'Appointment.participant[1].actor'],
+  ['a schedule parameter naming no Schedule', () => parameters({ 'appt-resource': withoutSlot(), schedule: onSchedule('no-such-schedule') }), 422, 'not-found', SCHEDULE_PARAMETER],
+  ['a schedule parameter naming a deleted Schedule', () => parameters({ 'appt-resource': withoutSlot(), schedule: onSchedule('deleted-schedule') }), 422, 'not-found', SCHEDULE_PARAMETER],
   ['a schedule parameter that is no Schedule reference', () => parameters({ 'appt-resource': withoutSlot(), schedule: { valueReference: { reference: 'Slot/rej-slot' } } }), 400, 'value'],
   ['a schedule time without slots', () => parameters({ 'appt-resource': withoutSlot({ start: '2027-06-02T03:00:00Z', end: '2027-06-02T03:30:00Z' }), schedule: onSchedule('Schedule-Read-Example') }), 422, 'business-rule'],
   ['a schedule time overlapping a busy slot', () => parameters({ 'appt-resource': withoutSlot({ start: '2027-01-01T13:30:00Z', end: '2027-01-01T13:45:00Z' }), schedule: onSchedule('Schedule-Read-Example') }), 409, 'conflict'],
@@ -65,6 +74,9 @@ describe('$book rejections', () => {
     await put(
       f,
       inactiveService as Resource,
+      { ...inactiveService, id: 'deleted-hcs', active: true } as Resource,
+      schedule('deleted-schedule'),
+      freeSlot('far-slot', '2027-06-01T15:00:00Z', '2027-06-01T15:30:00Z'),
       schedule('inactive-schedule', { active: false }),
       schedule('hcs-schedule', { actor: [{ reference: 'HealthcareService/inactive-hcs', display: 'Geschlossene Ambulanz' }] }),
       freeSlot('rej-slot', '2027-06-01T10:00:00Z', '2027-06-01T10:30:00Z'),
@@ -73,21 +85,25 @@ describe('$book rejections', () => {
       patient('inactive-patient', { active: false, identifier: [{ system: 'urn:test', value: 'inactive-1' }] }),
       patient('deleted-patient'),
     );
-    expect((await request(f.app).delete('/fhir/Patient/deleted-patient')).status).toBe(200);
+    for (const path of ['Patient/deleted-patient', 'HealthcareService/deleted-hcs', 'Schedule/deleted-schedule']) {
+      expect((await request(f.app).delete(`/fhir/${path}`)).status).toBe(200);
+    }
   });
   afterAll(() => f.close());
 
-  test.each(cases)('%s', async (_name, body, status, code) => {
+  test.each(cases)('%s', async (_name, body, status, code, expression = undefined) => {
     const res = await request(f.app).post('/fhir/Appointment/$book').set('Content-Type', FHIR_JSON).send(JSON.stringify(body()));
     expect({ status: res.status, code: res.body.issue?.[0]?.code }).toEqual({ status, code });
     expect(res.body.resourceType).toBe('OperationOutcome');
+    if (expression) expect(res.body.issue[0].expression).toEqual([expression]);
   });
 
   test('none of them booked anything or changed a slot', async () => {
     const appts = await request(f.app).get('/fhir/Appointment?status=booked,pending');
     expect(appts.body.total).toBe(0);
-    const slot = await request(f.app).get('/fhir/Slot/rej-slot');
-    expect(slot.body.status).toBe('free');
-    expect(slot.body.meta.versionId).toBe('1');
+    for (const id of ['rej-slot', 'far-slot']) {
+      const slot = await request(f.app).get(`/fhir/Slot/${id}`);
+      expect([slot.body.status, slot.body.meta.versionId]).toEqual(['free', '1']);
+    }
   });
 });
