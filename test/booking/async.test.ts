@@ -5,9 +5,23 @@ import { createApp } from '../../src/app';
 import { registerWriteHook } from '../../src/fhir/hooks';
 import { startJobs, stopJobs, sweep } from '../../src/jobs';
 import { createTestContext } from '../helpers/context';
-import { asFhir, bookingFixture, FHIR_JSON, freeSlot, proposal, put, requestor, type BookingFixture } from './builders';
+import type { FhirResponse } from '../../src/fhir/request';
+import { asFhir, bookingFixture, FHIR_JSON, freeSlot, MANUAL, proposal, put, requestor, schedule, type BookingFixture } from './builders';
 
 const ASYNC_URL = /^http:\/\/localhost:8080\/fhir\/_async\/([0-9a-f-]{36})$/;
+
+/**
+ * A poll answer that says "still running": 202 with Retry-After, X-Progress and an
+ * OperationOutcome. A finished pending booking answers 202 as well (CONTRACT section 5), with the
+ * Appointment and without the polling headers.
+ */
+function isRunning(status: number, headers: Record<string, string | undefined>, body: { resourceType?: string } | undefined): boolean {
+  const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
+  if (status !== 202 || lower['x-progress'] === undefined) return false;
+  expect(lower['retry-after']).toBe('1');
+  expect(body?.resourceType).toBe('OperationOutcome');
+  return true;
+}
 
 let crashOnce = false;
 // Simulates a worker dying after the booking was written but before the job committed.
@@ -38,23 +52,22 @@ describe.each(backends)('asynchronous $book (%s)', (_name, useRedis) => {
     redis?.disconnect();
   });
 
-  async function newSlot(): Promise<{ id: string; start: string; end: string }> {
+  async function newSlot(scheduleId?: string): Promise<{ id: string; start: string; end: string }> {
     n += 1;
     const s = { id: `async-slot-${n}`, start: `2027-08-${String(n).padStart(2, '0')}T09:00:00Z`, end: `2027-08-${String(n).padStart(2, '0')}T09:30:00Z` };
-    await put(f, freeSlot(s.id, s.start, s.end));
+    await put(f, freeSlot(s.id, s.start, s.end, scheduleId));
     return s;
   }
   const on = (s: { id: string; start: string; end: string }) => proposal({ start: s.start, end: s.end, slot: [{ reference: `Slot/${s.id}` }] });
   const kickOff = (body: unknown) =>
     request(f.app).post('/fhir/Appointment/$book').set('Content-Type', FHIR_JSON).set('Prefer', 'respond-async').send(JSON.stringify(body));
 
-  /** Polls until the job is done; returns the final response. */
+  /** Polls until the job is done (its answer no longer reads as running); returns the final response. */
   async function settle(url: string, app = f.app): Promise<request.Response> {
     const path = new URL(url).pathname;
     for (let i = 0; i < 100; i++) {
       const res = await request(app).get(path);
-      if (res.status !== 202) return res;
-      expect(res.headers['retry-after']).toBe('1');
+      if (!isRunning(res.status, res.headers, res.body)) return res;
       await new Promise((r) => setTimeout(r, 50));
     }
     throw new Error(`job at ${url} did not finish`);
@@ -71,6 +84,22 @@ describe.each(backends)('asynchronous $book (%s)', (_name, useRedis) => {
     expect(done.body.resourceType).toBe('Appointment');
     expect(done.body.status).toBe('booked');
     expect(done.headers.etag).toBe('W/"1"');
+  });
+
+  test('on a manual-confirmation schedule the poll ends in 202 with the pending Appointment and no Retry-After', async () => {
+    await put(f, schedule('async-manual', { extension: [{ url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Schedule.name', valueString: 'manuell' }, MANUAL] }));
+    const s = await newSlot('async-manual');
+    const res = await kickOff(on(s));
+    expect(res.status).toBe(202);
+    const done = await settle(res.headers['content-location']);
+    expect(done.status).toBe(202);
+    expect(done.body.resourceType).toBe('Appointment');
+    expect(done.body.status).toBe('pending');
+    expect(done.headers['retry-after']).toBeUndefined();
+    expect(done.headers['x-progress']).toBeUndefined();
+    // Polling again gives the same finished answer.
+    const again = await request(f.app).get(new URL(res.headers['content-location']).pathname);
+    expect([again.status, again.body.status, again.headers['retry-after']]).toEqual([202, 'pending', undefined]);
   });
 
   test('a failing booking ends in its own status: 409 with the OperationOutcome', async () => {
@@ -152,14 +181,13 @@ describe.each(backends)('asynchronous $book (%s)', (_name, useRedis) => {
     expect(kick.status).toBe(202);
     const id = ASYNC_URL.exec(kick.headers!['Content-Location'])![1];
     expect((await asFhir(f, { method: 'GET', path: ['_async', id] }, requestor('B'))).status).toBe(404);
-    for (let i = 0; i < 100; i++) {
-      const poll = await asFhir(f, { method: 'GET', path: ['_async', id] }, requestor('A'));
-      if (poll.status !== 202) {
-        expect(poll.status).toBe(201);
-        break;
-      }
+    let poll: FhirResponse;
+    for (let i = 0; ; i++) {
+      poll = await asFhir(f, { method: 'GET', path: ['_async', id] }, requestor('A'));
+      if (!isRunning(poll.status, poll.headers ?? {}, poll.body as { resourceType?: string }) || i === 100) break;
       await new Promise((r) => setTimeout(r, 50));
     }
+    expect(poll.status).toBe(201);
   });
 
   test('a worker crash mid-job does not double-book: the attempt rolls back and the retry books once', async () => {

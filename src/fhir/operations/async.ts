@@ -31,6 +31,9 @@ const ASYNC_STATUS_DEFINITION = {
 /** Polling interval suggested to clients (seconds). */
 const RETRY_AFTER_S = 1;
 
+/** Headers that mark an answer as "still running". */
+const POLLING_HEADERS = new Set(['retry-after', 'x-progress']);
+
 const FHIR_REQUEST = 'fhir-request';
 
 registerOperation({
@@ -73,14 +76,26 @@ async function poll(req: FhirRequest, env: FhirEnv, id: string): Promise<FhirRes
     if (state === undefined || state === 'cancelled') throw notFound('async request', id);
     return { status: 202, body: outcome([issue('informational', `Async request ${id} cancelled`, undefined, 'information')]) };
   }
-  if (job.state === 'queued' || job.state === 'running' || !job.result) {
-    return {
-      status: 202,
-      headers: { 'Retry-After': String(RETRY_AFTER_S), 'X-Progress': job.state },
-      body: outcome([issue('informational', `Async request ${id} is ${job.state}`, undefined, 'information')]),
-    };
-  }
-  return { status: job.result.status, body: job.result.body as FhirResponse['body'], headers: job.result.headers };
+  if (job.state === 'queued' || job.state === 'running' || !job.result) return running(id, job.state);
+  return { status: job.result.status, body: job.result.body as FhirResponse['body'], headers: finishedHeaders(job.result.headers) };
+}
+
+/**
+ * A finished pending booking also answers 202 (CONTRACT section 5), so "still running" is told by
+ * its headers and body, always all three: Retry-After, X-Progress and an OperationOutcome.
+ */
+function running(id: string, state: string): FhirResponse {
+  return {
+    status: 202,
+    headers: { 'Retry-After': String(RETRY_AFTER_S), 'X-Progress': state },
+    body: outcome([issue('informational', `Async request ${id} is ${state}`, undefined, 'information')]),
+  };
+}
+
+/** The job's own headers without the polling ones, so a finished answer never reads as running. */
+function finishedHeaders(headers: Record<string, string> | undefined): Record<string, string> | undefined {
+  if (!headers) return undefined;
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !POLLING_HEADERS.has(name.toLowerCase())));
 }
 
 function visibleTo(owner: string | null, identity?: RequestIdentity): boolean {
