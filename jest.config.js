@@ -1,10 +1,23 @@
-/** @type {import('jest').Config} */
-module.exports = {
+/**
+ * With DATABASE_URL set (CI: `.ci/run`), the suite runs twice in one Jest run: once on
+ * PostgreSQL + Redis, once on the embedded defaults (PGlite, in-process queues and counters), as a
+ * deployment without either would. Without DATABASE_URL only the embedded project runs.
+ */
+const project = (displayName, setupFiles) => ({
+  displayName,
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', { diagnostics: false }] },
-  setupFiles: ['<rootDir>/test/setup-env.ts'],
+  setupFiles,
+  testTimeout: 60000,
+});
+
+const embedded = project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded.ts']);
+
+/** @type {import('jest').Config} */
+module.exports = {
+  projects: process.env.DATABASE_URL ? [project('postgres', ['<rootDir>/test/setup-env.ts']), embedded] : [embedded],
   testTimeout: 60000,
   maxWorkers: 2,
   reporters: ['default', '<rootDir>/test/summary-reporter.js'],
