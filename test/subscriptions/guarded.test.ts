@@ -1,10 +1,8 @@
 import type { Bundle, Parameters } from '@medplum/fhirtypes';
-import { startSubscriptions, stopSubscriptions } from '../../src/subscriptions';
-import { importResources } from '../../src/fhir/import';
-import { freeSlot, MANUAL, proposal, schedule } from '../booking/builders';
+import { proposal } from '../booking/builders';
 import type { TestToken } from '../guard/helpers/get-token';
-import { call, institution, pepHarness, type PepHarness } from '../guard/pep/helpers';
-import { FAST, notificationEvents, param, Receiver, sleep, statusOf, subscription } from './helpers';
+import { call, institution, type PepHarness } from '../guard/pep/helpers';
+import { guardedSubscriptions, notificationEvents, param, type Receiver, sleep, statusOf, subscription } from './helpers';
 
 const OWNER = '1-SUB-PRACTICE';
 
@@ -20,18 +18,9 @@ describe('subscriptions behind the enforcement point', () => {
   let receiver: Receiver;
   let aSub: string;
   let bSub: string;
+  let close: () => Promise<void>;
   beforeAll(async () => {
-    h = await pepHarness({ env: { REPOSITORY_OWNERS: OWNER }, fixture: true });
-    await importResources(h.ctx, {
-      resourceType: 'Bundle',
-      type: 'collection',
-      entry: [
-        { resource: schedule('guarded-manual', { extension: [{ url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Schedule.name', valueString: 'manuell' }, MANUAL] }) },
-        { resource: freeSlot('guarded-slot', '2027-08-02T10:00:00Z', '2027-08-02T10:30:00Z', 'guarded-manual') },
-      ],
-    } as Bundle);
-    startSubscriptions(h.ctx, FAST);
-    receiver = await new Receiver().start();
+    ({ h, receiver, close } = await guardedSubscriptions(OWNER, 'guarded-manual', [['guarded-slot', '2027-08-02T10:00:00Z', '2027-08-02T10:30:00Z']]));
     a = await institution(h, { telematikId: '1-SUB-INST-A' });
     b = await institution(h, { telematikId: '1-SUB-INST-B' });
     owner = await institution(h, { telematikId: OWNER });
@@ -44,11 +33,7 @@ describe('subscriptions behind the enforcement point', () => {
     await receiver.waitFor('handshake', 1, '/guarded-a');
     await receiver.waitFor('handshake', 1, '/guarded-b');
   });
-  afterAll(async () => {
-    await stopSubscriptions(h.ctx);
-    await receiver.stop();
-    await h.close();
-  });
+  afterAll(() => close());
 
   test('A reads its Subscription with the header masked; B gets 404 for read, $status and $events', async () => {
     const mine = await call(h, a, 'GET', `/Subscription/${aSub}`);

@@ -2,7 +2,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Bundle, Parameters, Subscription } from '@medplum/fhirtypes';
 import request from 'supertest';
-import { startSubscriptions, type Dispatcher, type DispatcherSettings } from '../../src/subscriptions';
+import { startSubscriptions, stopSubscriptions, type Dispatcher, type DispatcherSettings } from '../../src/subscriptions';
+import { importResources } from '../../src/fhir/import';
+import { pepHarness, type PepHarness } from '../guard/pep/helpers';
 import { bookingFixture, FHIR_JSON, freeSlot, MANUAL, patient, proposal, put, schedule, type BookingFixture } from '../booking/builders';
 
 export const UPDATE = 'https://gematik.de/fhir/isik/SubscriptionTopic/appointment-update';
@@ -157,6 +159,34 @@ export async function subscriptionFixture(opts: { pglite?: boolean; dispatcher?:
       const { stopSubscriptions } = await import('../../src/subscriptions');
       await stopSubscriptions(f.ctx);
       await close();
+    },
+  };
+}
+
+/**
+ * The enforcement point in front of the ISiK Stufe 5 data, with `REPOSITORY_OWNERS = owner`, a
+ * manual-confirmation Schedule `scheduleId` with the given free slots ([id, start, end]), the
+ * delivery loop running and one receiver.
+ */
+export async function guardedSubscriptions(owner: string, scheduleId: string, slots: [string, string, string][]): Promise<{ h: PepHarness; receiver: Receiver; close(): Promise<void> }> {
+  const h = await pepHarness({ env: { REPOSITORY_OWNERS: owner }, fixture: true });
+  await importResources(h.ctx, {
+    resourceType: 'Bundle',
+    type: 'collection',
+    entry: [
+      { resource: schedule(scheduleId, { extension: [{ url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Schedule.name', valueString: 'manuell' }, MANUAL] }) },
+      ...slots.map(([id, start, end]) => ({ resource: freeSlot(id, start, end, scheduleId) })),
+    ],
+  } as Bundle);
+  startSubscriptions(h.ctx, FAST);
+  const receiver = await new Receiver().start();
+  return {
+    h,
+    receiver,
+    close: async () => {
+      await stopSubscriptions(h.ctx);
+      await receiver.stop();
+      await h.close();
     },
   };
 }

@@ -1,10 +1,7 @@
-import type { Bundle } from '@medplum/fhirtypes';
-import { startSubscriptions, stopSubscriptions } from '../../src/subscriptions';
-import { importResources } from '../../src/fhir/import';
-import { freeSlot, MANUAL, proposal, schedule } from '../booking/builders';
+import { proposal } from '../booking/builders';
 import type { TestToken } from '../guard/helpers/get-token';
-import { call, institution, pepHarness, type PepHarness } from '../guard/pep/helpers';
-import { FAST, notificationEvents, Receiver, sleep, statusOf, subscription } from './helpers';
+import { call, institution, type PepHarness } from '../guard/pep/helpers';
+import { guardedSubscriptions, notificationEvents, type Receiver, sleep, statusOf, subscription } from './helpers';
 
 const OWNER = '1-OWN-PRACTICE';
 
@@ -20,19 +17,12 @@ describe('resources created by a repository owner', () => {
   let owner: TestToken;
   let receiver: Receiver;
   let ownerSub: string;
+  let close: () => Promise<void>;
   beforeAll(async () => {
-    h = await pepHarness({ env: { REPOSITORY_OWNERS: OWNER }, fixture: true });
-    await importResources(h.ctx, {
-      resourceType: 'Bundle',
-      type: 'collection',
-      entry: [
-        { resource: schedule('owner-manual', { extension: [{ url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Schedule.name', valueString: 'manuell' }, MANUAL] }) },
-        { resource: freeSlot('owner-slot-1', '2027-09-06T10:00:00Z', '2027-09-06T10:30:00Z', 'owner-manual') },
-        { resource: freeSlot('owner-slot-2', '2027-09-06T11:00:00Z', '2027-09-06T11:30:00Z', 'owner-manual') },
-      ],
-    } as Bundle);
-    startSubscriptions(h.ctx, FAST);
-    receiver = await new Receiver().start();
+    ({ h, receiver, close } = await guardedSubscriptions(OWNER, 'owner-manual', [
+      ['owner-slot-1', '2027-09-06T10:00:00Z', '2027-09-06T10:30:00Z'],
+      ['owner-slot-2', '2027-09-06T11:00:00Z', '2027-09-06T11:30:00Z'],
+    ]));
     a = await institution(h, { telematikId: '1-OWN-INST-A' });
     b = await institution(h, { telematikId: '1-OWN-INST-B' });
     owner = await institution(h, { telematikId: OWNER });
@@ -41,11 +31,7 @@ describe('resources created by a repository owner', () => {
     ownerSub = created.body.id;
     await receiver.waitFor('handshake', 1, '/owner');
   });
-  afterAll(async () => {
-    await stopSubscriptions(h.ctx);
-    await receiver.stop();
-    await h.close();
-  });
+  afterAll(() => close());
 
   const ownerOf = async (type: string, id: string) =>
     (await h.ctx.db.query<{ owner: string | null }>('SELECT owner FROM resource WHERE resource_type = $1 AND id = $2', [type, id])).rows[0]?.owner;
