@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import request from 'supertest';
-import { bookingFixture, FHIR_JSON, freeSlot, proposal, put, type BookingFixture } from './builders';
+import { bookingFixture, FHIR_JSON, freeSlot, parameters, patient, proposal, put, type BookingFixture } from './builders';
 
 const CLIENTS = 50;
 
@@ -70,5 +70,30 @@ describe.each(stores)('50 concurrent $book on one slot (%s)', (_name, pglite) =>
     );
     expect(statuses.filter((s) => s === 201)).toHaveLength(1);
     expect(statuses.filter((s) => s === 409)).toHaveLength(19);
+  });
+
+  test('ten bookings at once bringing the same new patient create it once', async () => {
+    const n = 10;
+    const slots = Array.from({ length: n }, (_, i) => freeSlot(`same-patient-${i}`, `2027-03-03T${String(8 + i).padStart(2, '0')}:00:00Z`, `2027-03-03T${String(8 + i).padStart(2, '0')}:30:00Z`));
+    await put(f, ...slots);
+    const newcomer = patient('client-side', { identifier: [{ system: 'urn:test:race', value: 'Z999999999' }] });
+    const bodies = slots.map((slot) =>
+      JSON.stringify(
+        parameters({
+          'appt-resource': proposal({ start: slot.start, end: slot.end, slot: [{ reference: `Slot/${slot.id}` }], participant: [{ actor: { reference: 'Practitioner/Practitioner-Read-Example' }, status: 'accepted' }] }),
+          patient: newcomer,
+        }),
+      ),
+    );
+    const booked = await Promise.all(
+      bodies.map((body) =>
+        fetch(`${base}/fhir/Appointment/$book`, { method: 'POST', headers: { 'Content-Type': FHIR_JSON }, body }).then(async (r) => ({ status: r.status, body: (await r.json()) as { participant?: { actor?: { reference?: string } }[] } })),
+      ),
+    );
+    expect(booked.map((b) => b.status)).toEqual(Array(n).fill(201));
+    const found = await request(f.app).get('/fhir/Patient?identifier=urn:test:race|Z999999999');
+    expect(found.body.total).toBe(1);
+    const patientRef = `Patient/${found.body.entry[0].resource.id}`;
+    expect(booked.every((b) => b.body.participant?.some((p) => p.actor?.reference === patientRef))).toBe(true);
   });
 });
