@@ -3,6 +3,7 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import type { AppContext } from './context';
 import { fhirRouter } from './fhir';
 import { guardRouter, API_VERSION } from './guard';
+import { errorUri } from './guard/http/respond';
 import { enforcementPoint, pepSettings, upstreamProxy } from './guard/pep';
 
 /** Composes the parts; no logic of its own. */
@@ -18,6 +19,7 @@ export function createApp(ctx: AppContext): Express {
   app.get('/readyz', async (_req, res) => {
     try {
       await ctx.db.query('SELECT 1');
+      if (ctx.redis) await ctx.redis.ping();
       res.json({ status: 'ready' });
     } catch {
       res.status(503).json({ status: 'unavailable' });
@@ -28,14 +30,36 @@ export function createApp(ctx: AppContext): Express {
   app.use('/fhir', enforcementPoint(ctx), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx));
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const correlationId = res.locals.requestId as string;
+    if (redisUnavailable(ctx, err)) {
+      ctx.logger.warn({ requestId: correlationId, url: req.originalUrl }, 'request failed: redis unavailable');
+      if (!res.headersSent) sendError(ctx, res, 503, 'temporarily_unavailable', 'shared guard state (Redis) is unavailable; retry later');
+      return;
+    }
     ctx.logger.error({ err, requestId: correlationId, url: req.originalUrl }, 'unhandled error');
     if (res.headersSent) return;
-    res.status(500).json({ error: 'server_error', error_description: `unexpected error, correlation id ${correlationId}` });
+    sendError(ctx, res, 500, 'server_error', `unexpected error, correlation id ${correlationId}`);
   });
   app.use((_req, res) => {
-    res.status(404).json({ error: 'resource_not_found', error_description: 'no such endpoint' });
+    sendError(ctx, res, 404, 'resource_not_found', 'no such endpoint');
   });
   return app;
+}
+
+/** The guard's error object (seed 000 section 2.9), also for what no router claimed. */
+function sendError(ctx: AppContext, res: Response, status: number, error: string, description: string): void {
+  res.setHeader('Cache-Control', 'no-store');
+  res.status(status).json({ error, error_description: description, error_uri: errorUri(ctx.config.publicUrl, error) });
+}
+
+/**
+ * The shared Redis connection fails fast while Redis is away (server.ts connectRedis): such a
+ * failure is the service being temporarily unavailable, not a bug.
+ */
+function redisUnavailable(ctx: AppContext, err: unknown): boolean {
+  if (!ctx.redis) return false;
+  if (ctx.redis.status !== 'ready') return true;
+  const message = err instanceof Error ? err.message : '';
+  return /Command timed out|Connection is closed|enableOfflineQueue|MaxRetriesPerRequest|max retries per request/i.test(message) || (err as Error)?.name === 'MaxRetriesPerRequestError';
 }
 
 /** Request id, the SVC-API-Version header on every response, and one access-log line. */

@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -79,7 +80,7 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 export function loadConfig(env: Env = process.env): Config {
   const port = parsePort(env, 'PORT', 8080);
   const host = nonEmpty(env, 'HOST') ?? '127.0.0.1';
-  const publicUrl = parseUrl(env, 'PUBLIC_URL') ?? `http://localhost:${port}`;
+  const publicUrl = parseOrigin(env, 'PUBLIC_URL') ?? `http://localhost:${port}`;
   const databaseUrl = nonEmpty(env, 'DATABASE_URL');
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError('DATABASE_URL', 'must be a postgres:// or postgresql:// connection string');
@@ -100,6 +101,12 @@ export function loadConfig(env: Env = process.env): Config {
   const poppJwksUrl = parseUrl(env, 'POPP_JWKS_URL');
   const poppRequiredRoutes = parsePoppRoutes(env);
   if (poppRequiredRoutes.length > 0 && !poppJwksUrl) throw new ConfigError('POPP_REQUIRED_ROUTES', 'needs POPP_JWKS_URL (the PoPP issuer JWKS)');
+  const cardTrustAnchors = certificateFile(env, 'CARD_TRUST_ANCHORS');
+  // Production never trusts the generated development card CA.
+  if (production && !cardTrustAnchors) throw new ConfigError('CARD_TRUST_ANCHORS', 'must name a PEM file of card CA certificates with NODE_ENV=production');
+  const guardKeySecret = parseSecret(env, 'GUARD_KEY_SECRET');
+  // Without it each process seals keys with a key of its own: restarts and replicas lose them.
+  if (production && !guardKeySecret) throw new ConfigError('GUARD_KEY_SECRET', 'must be set with NODE_ENV=production (the same long random secret on every replica)');
   return {
     port,
     host,
@@ -107,13 +114,13 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl,
     dataDir: path.resolve(nonEmpty(env, 'DATA_DIR') ?? './data'),
     redisUrl,
-    cardTrustAnchors: existingFile(env, 'CARD_TRUST_ANCHORS'),
-    tpmEkTrustAnchors: existingFile(env, 'TPM_EK_TRUST_ANCHORS'),
+    cardTrustAnchors,
+    tpmEkTrustAnchors: certificateFile(env, 'TPM_EK_TRUST_ANCHORS'),
     repositoryOwners: (env.REPOSITORY_OWNERS ?? '')
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean),
-    policyFile: path.resolve(nonEmpty(env, 'POLICY_FILE') ?? projectPath('policies', 'default.json')),
+    policyFile: jsonFile(env, 'POLICY_FILE', projectPath('policies', 'default.json')),
     policyEngineUrl,
     logLevel,
     production,
@@ -121,7 +128,7 @@ export function loadConfig(env: Env = process.env): Config {
     // off in production and against a real database unless asked for.
     demoData: parseBool(env, 'DEMO_DATA', env.NODE_ENV !== 'production' && !databaseUrl),
     upstreamUrl,
-    guardKeySecret: nonEmpty(env, 'GUARD_KEY_SECRET'),
+    guardKeySecret,
     // CONTRACT section 7: at least 20 requests/s per client IP on each guard endpoint.
     rateLimitPerIp: parsePositiveInt(env, 'RATE_LIMIT_PER_IP', 3000),
     rateLimitPerClient: parsePositiveInt(env, 'RATE_LIMIT_PER_CLIENT', 600),
@@ -203,6 +210,57 @@ function parseUrl(env: Env, name: string): string | undefined {
   return v.replace(/\/+$/, '');
 }
 
+/**
+ * An origin (scheme, host, port) and nothing else: every issued URL, `htu` and `aud` is built by
+ * appending to it, so a path, query, fragment or user info would end up inside them.
+ */
+function parseOrigin(env: Env, name: string): string | undefined {
+  const v = parseUrl(env, name);
+  if (v === undefined) return undefined;
+  const u = new URL(v);
+  if (u.username || u.password) throw new ConfigError(name, `must not carry user info, got "${v}"`);
+  if (u.pathname !== '/' || u.search || u.hash || /[?#]/.test(v)) throw new ConfigError(name, `must be an origin (scheme://host[:port]) without path, query or fragment, got "${v}"`);
+  return u.origin;
+}
+
+/** HMAC/KEK input: short secrets are guessable offline from one sealed key. */
+const MIN_SECRET_LENGTH = 32;
+
+function parseSecret(env: Env, name: string): string | undefined {
+  const v = nonEmpty(env, name);
+  if (v !== undefined && v.length < MIN_SECRET_LENGTH) throw new ConfigError(name, `must have at least ${MIN_SECRET_LENGTH} characters (e.g. openssl rand -base64 32), got ${v.length}`);
+  return v;
+}
+
+/** A PEM file with at least one certificate, every one of them parseable. */
+function certificateFile(env: Env, name: string): string | undefined {
+  const p = existingFile(env, name);
+  if (p === undefined) return undefined;
+  const pems = fs.readFileSync(p, 'utf8').match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+  if (pems.length === 0) throw new ConfigError(name, `no PEM certificate (-----BEGIN CERTIFICATE-----) in ${p}`);
+  pems.forEach((pem, i) => {
+    try {
+      new crypto.X509Certificate(pem);
+    } catch (err) {
+      throw new ConfigError(name, `certificate ${i + 1} in ${p} does not parse: ${(err as Error).message}`);
+    }
+  });
+  return p;
+}
+
+/** A JSON file that exists and parses (the embedded policy engine's data). */
+function jsonFile(env: Env, name: string, dflt: string): string {
+  const p = existingFile(env, name) ?? dflt;
+  let data: unknown;
+  try {
+    data = JSON.parse(fs.readFileSync(p, 'utf8'));
+  } catch (err) {
+    throw new ConfigError(name, `${p} is not readable JSON: ${(err as Error).message}`);
+  }
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) throw new ConfigError(name, `${p} must hold a JSON object`);
+  return p;
+}
+
 function parseBool(env: Env, name: string, dflt: boolean): boolean {
   const v = nonEmpty(env, name);
   if (v === undefined) return dflt;
@@ -216,5 +274,6 @@ function existingFile(env: Env, name: string): string | undefined {
   if (v === undefined) return undefined;
   const p = path.resolve(v);
   if (!fs.existsSync(p)) throw new ConfigError(name, `file not found: ${p}`);
+  if (!fs.statSync(p).isFile()) throw new ConfigError(name, `not a file: ${p}`);
   return p;
 }

@@ -1,9 +1,7 @@
 #!/usr/bin/env node
 import { ConfigError, loadConfig, type Config } from './config';
 import { createLogger } from './logger';
-import { openDb } from './store/db';
-import { migrate } from './store/migrate';
-import { startServer } from './server';
+import { openStore, startServer } from './server';
 import { runImport } from './cli/import';
 import { runDevPki } from './guard/dev-pki';
 
@@ -15,41 +13,31 @@ const USAGE = `usage: terminus <command>
 
 async function main(argv: string[]): Promise<number> {
   const [command = 'serve', ...args] = argv;
-  let config: Config;
-  try {
-    config = loadConfig();
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`terminus: configuration error: ${err.message}\n`);
-      return 2;
-    }
-    throw err;
-  }
+  if (['-h', '--help', 'help', 'dev-pki'].includes(command)) return runWithoutConfig(command, args);
+  const config = loadConfig();
   switch (command) {
     case 'serve':
       return serve(config);
     case 'migrate': {
-      const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
-      const applied = await migrate(db);
+      // openStore applies the migrations; the lock on DATA_DIR is held until close.
+      const db = await openStore(config);
       await db.close();
-      process.stdout.write(applied.length ? `applied ${applied.join(', ')}\n` : 'schema up to date\n');
+      process.stdout.write(db.applied.length ? `applied ${db.applied.join(', ')}\n` : 'schema up to date\n');
       return 0;
     }
     case 'import': {
       return runImport(config, args);
     }
-    case 'dev-pki': {
-      return runDevPki(args);
-    }
-    case '-h':
-    case '--help':
-    case 'help':
-      process.stdout.write(`${USAGE}\n`);
-      return 0;
     default:
       process.stderr.write(`terminus: unknown command "${command}"\n${USAGE}\n`);
       return 2;
   }
+}
+
+async function runWithoutConfig(command: string, args: string[]): Promise<number> {
+  if (command === 'dev-pki') return runDevPki(args);
+  process.stdout.write(`${USAGE}\n`);
+  return 0;
 }
 
 async function serve(config: Config): Promise<number> {
@@ -68,12 +56,25 @@ async function serve(config: Config): Promise<number> {
   return 0;
 }
 
+/**
+ * CONTRACT 2: bad configuration stops the process with one line naming the variable
+ * (`terminus: PORT: ...`, exit 2); any other failure with one line, exit 1. The process exits
+ * explicitly: a client library's reconnect timer must not keep a failed or stopped one alive.
+ */
 main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
+  (code) => exit(code),
   (err: unknown) => {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`terminus: ${err.message}\n`);
+      return exit(2);
+    }
     process.stderr.write(`terminus: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = 1;
+    exit(1);
   },
 );
+
+function exit(code: number): void {
+  process.exitCode = code;
+  // Let stdout/stderr drain (pipes are asynchronous), then leave.
+  process.stdout.write('', () => process.stderr.write('', () => process.exit(code)));
+}

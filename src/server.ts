@@ -1,11 +1,11 @@
 import http from 'node:http';
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './app';
-import type { Config } from './config';
+import { ConfigError, type Config } from './config';
 import type { AppContext } from './context';
 import { createLogger, type Logger } from './logger';
-import { openDb, type Db } from './store/db';
+import { DataDirInUse, openDb, type Db } from './store/db';
 import { migrate } from './store/migrate';
 import { fhirEnv } from './fhir';
 import { preloadValidation } from './fhir/validation';
@@ -20,50 +20,190 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** Opens the store, applies migrations, and builds the context every part is composed from. */
+/**
+ * Opens the store, applies migrations, and builds the context every part is composed from. A
+ * store or Redis that cannot be reached is a ConfigError naming DATABASE_URL / DATA_DIR /
+ * REDIS_URL; whatever was opened before the failure is closed again.
+ */
 export async function createContext(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<AppContext> {
-  const db: Db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
-  await migrate(db);
-  const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: null }) : undefined;
-  return { config, db, logger, redis, now: () => new Date() };
+  const db = await openStore(config);
+  try {
+    const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : undefined;
+    return { config, db, logger, redis, now: () => new Date() };
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    throw err;
+  }
 }
 
-/** Serves the app; close() stops accepting, lets in-flight requests finish, then closes the store. */
+/** The store of DATABASE_URL (or PGlite in DATA_DIR, locked for this process) with migrations applied. */
+export async function openStore(config: Config): Promise<Db & { applied: string[] }> {
+  const variable = config.databaseUrl ? 'DATABASE_URL' : 'DATA_DIR';
+  const where = config.databaseUrl ? redactUrl(config.databaseUrl) : config.dataDir;
+  let db: Db;
+  try {
+    db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  } catch (err) {
+    if (err instanceof DataDirInUse) throw new ConfigError('DATA_DIR', err.message);
+    throw new ConfigError(variable, `cannot open the store at ${where}: ${errorText(err)}`);
+  }
+  try {
+    // pg connects lazily: the first query of the migrations is the connection test.
+    return Object.assign(db, { applied: await migrate(db) });
+  } catch (err) {
+    await db.close().catch(() => undefined);
+    throw new ConfigError(variable, `cannot use the store at ${where}: ${errorText(err)}`);
+  }
+}
+
+/** A Redis command the guard sends may take this long before its request fails (503). */
+const REDIS_COMMAND_TIMEOUT_MS = 2000;
+const REDIS_CONNECT_TIMEOUT_MS = 5000;
+
+/**
+ * The shared connection for guard state and rate limits fails fast while Redis is away (no
+ * offline queue, one retry, a command timeout): the request gets a 503 instead of waiting
+ * forever. BullMQ's connections are duplicates of it and need the opposite (blocking commands,
+ * an offline queue, maxRetriesPerRequest null), so duplicate() starts from those options.
+ * Start-up refuses a Redis it cannot reach; /readyz reports one that goes away later.
+ */
+export async function connectRedis(url: string, logger: Logger): Promise<Redis> {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    connectTimeout: REDIS_CONNECT_TIMEOUT_MS,
+  });
+  const queueOptions: RedisOptions = { enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined, lazyConnect: false };
+  redis.duplicate = (override?: Partial<RedisOptions>) => new Redis({ ...redis.options, ...queueOptions, ...override });
+  // One line per change of state, not one per reconnect attempt.
+  let reachable = true;
+  let lastError: Error | undefined;
+  redis.on('error', (err: Error) => {
+    lastError = err;
+    if (!reachable) return;
+    reachable = false;
+    logger.error({ err: errorText(err) }, 'redis unreachable: guard requests answer 503 and /readyz fails until it is back');
+  });
+  redis.on('ready', () => {
+    if (reachable) return;
+    reachable = true;
+    logger.info('redis reachable again');
+  });
+  try {
+    await withTimeout(
+      redis.connect().then(() => redis.ping()),
+      REDIS_CONNECT_TIMEOUT_MS,
+      `no answer within ${REDIS_CONNECT_TIMEOUT_MS / 1000} s`,
+    );
+    return redis;
+  } catch (err) {
+    redis.disconnect();
+    // connect() rejects with "Connection is closed."; the socket's error says why.
+    throw new ConfigError('REDIS_URL', `cannot reach ${redactUrl(url)}: ${errorText(lastError ?? err)}`);
+  }
+}
+
+/**
+ * Serves the app; close() stops accepting, lets in-flight requests finish, then closes the store.
+ * A failing start closes what it opened (the store and Redis when it created the context) and
+ * rejects with a ConfigError naming the variable where one is to blame (HOST, PORT, ...).
+ */
 export async function startServer(config: Config, ctx?: AppContext): Promise<RunningServer> {
   const context = ctx ?? (await createContext(config));
-  // Index the R4 definitions now rather than on the first write (about a second).
-  preloadValidation();
-  if (config.demoData) await loadDemoData(context);
-  const app = createApp(context);
-  const server = http.createServer(app);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, () => resolve());
-  });
-  // Every replica works the job queue and sweeps up jobs a crashed replica left behind.
-  await startJobs(context);
-  startSubscriptions(context);
-  const { port } = server.address() as AddressInfo;
+  let server: http.Server | undefined;
+  let jobsStarted = false;
+  try {
+    // Index the R4 definitions now rather than on the first write (about a second).
+    preloadValidation();
+    if (config.demoData) await loadDemoData(context);
+    const app = createApp(context);
+    server = http.createServer(app);
+    await listen(server, config);
+    // Every replica works the job queue and sweeps up jobs a crashed replica left behind.
+    await startJobs(context);
+    jobsStarted = true;
+    startSubscriptions(context);
+  } catch (err) {
+    server?.close();
+    if (jobsStarted) await withTimeout(stopJobs(context), SHUTDOWN_STEP_MS, 'jobs did not stop').catch(() => undefined);
+    if (!ctx) await closeContext(context);
+    throw err;
+  }
+  const listening = server;
+  const { port } = listening.address() as AddressInfo;
   const url = `http://${config.host}:${port}`;
   let closing: Promise<void> | undefined;
   return {
     ctx: context,
     url,
-    http: server,
+    http: listening,
     close() {
       closing ??= (async () => {
         await new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          server.closeIdleConnections();
+          listening.close(() => resolve());
+          listening.closeIdleConnections();
         });
-        await stopSubscriptions(context);
-        await stopJobs(context);
-        await context.db.close();
-        context.redis?.disconnect();
+        // With Redis gone, BullMQ waits for it forever: shutdown must still complete.
+        await withTimeout(stopSubscriptions(context), SHUTDOWN_STEP_MS, 'subscriptions did not stop').catch((err) => context.logger.warn({ err: errorText(err) }, 'shutdown'));
+        await withTimeout(stopJobs(context), SHUTDOWN_STEP_MS, 'jobs did not stop').catch((err) => context.logger.warn({ err: errorText(err) }, 'shutdown'));
+        await closeContext(context);
       })();
       return closing;
     },
   };
+}
+
+const SHUTDOWN_STEP_MS = 5000;
+
+/** Closes the store and drops Redis (disconnect, not quit: quit waits for a Redis that may be gone). */
+async function closeContext(ctx: AppContext): Promise<void> {
+  ctx.redis?.disconnect();
+  await ctx.db.close().catch((err) => ctx.logger.warn({ err: errorText(err) }, 'closing the store failed'));
+}
+
+/** Listen errors name the variable to change: an unknown or foreign HOST, a taken or privileged PORT. */
+function listen(server: http.Server, config: Config): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      const at = `${config.host}:${config.port}`;
+      if (err.code === 'EADDRINUSE') return reject(new ConfigError('PORT', `${at} is already in use by another process`));
+      if (err.code === 'EACCES') return reject(new ConfigError('PORT', `no permission to listen on ${at}`));
+      if (err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN' || err.code === 'EADDRNOTAVAIL' || err.code === 'EAI_NONAME') {
+        return reject(new ConfigError('HOST', `cannot listen on "${config.host}": not an address of this machine (${err.code})`));
+      }
+      reject(err);
+    });
+    server.listen(config.port, config.host, () => resolve());
+  });
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+    timer.unref();
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** A connection URL without its password, for messages. */
+function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable URL)';
+  }
+}
+
+/** Node's AggregateError (connect to every address of a name failed) has an empty message. */
+function errorText(err: unknown): string {
+  if (err instanceof AggregateError && err.errors.length > 0) return errorText(err.errors[0]);
+  if (err instanceof Error) return err.message || (err as NodeJS.ErrnoException).code || err.name;
+  return String(err);
 }
 
 /** Demo calendars on first start: only into an empty store, so a restart never duplicates them. */

@@ -1,4 +1,22 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { ConfigError, loadConfig } from '../src/config';
+import { createCardCa } from '../src/guard/pki/dev-pki';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-config-'));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+function file(name: string, content: string): string {
+  const p = path.join(dir, name);
+  fs.writeFileSync(p, content);
+  return p;
+}
+const SECRET = 'a-guard-key-secret-of-32-characters!';
+const brokenJson = file('broken.json', '{"allowed_professions": [');
+const notPem = file('not.pem', 'this is no certificate\n');
+const emptyPem = file('empty.pem', '');
+const brokenPem = file('broken.pem', '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n');
+const caPem = file('ca.pem', createCardCa().certPem);
 
 describe('configuration', () => {
   test('defaults hold with an empty environment', () => {
@@ -33,6 +51,18 @@ describe('configuration', () => {
     ['REDIS_URL', 'http://x'],
     ['LOG_LEVEL', 'loud'],
     ['CARD_TRUST_ANCHORS', '/does/not/exist.pem'],
+    ['CARD_TRUST_ANCHORS', notPem],
+    ['CARD_TRUST_ANCHORS', emptyPem],
+    ['CARD_TRUST_ANCHORS', brokenPem],
+    ['TPM_EK_TRUST_ANCHORS', notPem],
+    ['POLICY_FILE', '/does/not/exist.json'],
+    ['POLICY_FILE', brokenJson],
+    ['PUBLIC_URL', 'http://h:1/x?y=1#f'],
+    ['PUBLIC_URL', 'https://t.example/fhir'],
+    ['PUBLIC_URL', 'https://t.example/?a=1'],
+    ['PUBLIC_URL', 'https://t.example/#top'],
+    ['PUBLIC_URL', 'https://user:pw@t.example'],
+    ['GUARD_KEY_SECRET', 'ci-config-check'],
     ['POLICY_ENGINE_URL', 'nope'],
     ['TRUST_PROXY', 'nginx'],
     ['TRUST_PROXY', '10.0.0.0/33'],
@@ -45,6 +75,24 @@ describe('configuration', () => {
       expect((err as ConfigError).variable).toBe(name);
       expect((err as Error).message.startsWith(`${name}:`)).toBe(true);
     }
+  });
+
+  test.each([
+    [{ NODE_ENV: 'production', GUARD_KEY_SECRET: SECRET }, 'CARD_TRUST_ANCHORS'],
+    [{ NODE_ENV: 'production', CARD_TRUST_ANCHORS: caPem }, 'GUARD_KEY_SECRET'],
+    [{ NODE_ENV: 'production', GUARD_KEY_SECRET: SECRET, CARD_TRUST_ANCHORS: path.join(__dirname, '..', 'deploy', 'card-trust-anchors.pem') }, 'CARD_TRUST_ANCHORS'],
+  ])('production refuses %j naming %s', (env, variable) => {
+    expect(() => loadConfig(env)).toThrow(expect.objectContaining({ variable }));
+  });
+
+  test('production starts with card anchors and a long GUARD_KEY_SECRET', () => {
+    const c = loadConfig({ NODE_ENV: 'production', CARD_TRUST_ANCHORS: caPem, GUARD_KEY_SECRET: SECRET });
+    expect([c.production, c.cardTrustAnchors, c.guardKeySecret]).toEqual([true, caPem, SECRET]);
+  });
+
+  test('PUBLIC_URL is kept as an origin', () => {
+    expect(loadConfig({ PUBLIC_URL: 'https://T.example:8443/' }).publicUrl).toBe('https://t.example:8443');
+    expect(loadConfig({ PUBLIC_URL: 'http://localhost:8080' }).publicUrl).toBe('http://localhost:8080');
   });
 
   test('PUBLIC_URL loses its trailing slash and owners are split', () => {

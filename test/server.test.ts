@@ -66,7 +66,7 @@ describe('terminus CLI', () => {
   test('a bad configuration value stops with one line naming the variable', async () => {
     const err = await run(process.execPath, [...tsx, 'migrate'], { env: { ...env, PORT: 'abc' } }).catch((e: { code: number; stderr: string }) => e);
     expect((err as { code: number }).code).toBe(2);
-    expect((err as { stderr: string }).stderr.trim()).toBe('terminus: configuration error: PORT: must be a port number 0-65535, got "abc"');
+    expect((err as { stderr: string }).stderr.trim()).toBe('terminus: PORT: must be a port number 0-65535, got "abc"');
   });
 });
 

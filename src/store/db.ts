@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { Pool, type PoolClient } from 'pg';
 
@@ -79,9 +80,67 @@ export async function openDb(opts: OpenDbOptions): Promise<Db> {
 
 /** PGlite in `dataDir` (persisted) or in memory when dataDir is undefined. */
 export async function openPglite(dataDir?: string): Promise<Db> {
-  if (dataDir) fs.mkdirSync(dataDir, { recursive: true });
-  const pg = await PGlite.create(dataDir ? `${dataDir}/pgdata` : undefined, { extensions: { btree_gist } });
-  return new PgliteDb(pg);
+  if (!dataDir) return new PgliteDb(await PGlite.create(undefined, { extensions: { btree_gist } }));
+  fs.mkdirSync(dataDir, { recursive: true });
+  const release = lockDataDir(dataDir);
+  try {
+    const pg = await PGlite.create(`${dataDir}/pgdata`, { extensions: { btree_gist } });
+    return new PgliteDb(pg, release);
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
+
+/** The embedded store's directory is held by another live process (serve, import, migrate). */
+export class DataDirInUse extends Error {
+  constructor(
+    readonly dataDir: string,
+    readonly pid: number,
+  ) {
+    super(`${dataDir} is in use by process ${pid}`);
+  }
+}
+
+/**
+ * PGlite is one PostgreSQL backend writing its files without any inter-process locking: a second
+ * process on the same directory (an import behind a running server's back) corrupts it. A lock
+ * file created exclusively holds our pid; a lock left by a dead process is taken over.
+ */
+export function lockDataDir(dataDir: string): () => void {
+  const file = path.join(dataDir, 'terminus.lock');
+  for (let attempt = 0; ; attempt++) {
+    try {
+      fs.writeFileSync(file, `${process.pid}\n`, { flag: 'wx', mode: 0o600 });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 2) throw err;
+      const pid = Number.parseInt(fs.readFileSync(file, 'utf8'), 10);
+      if (Number.isInteger(pid) && pid > 0 && processAlive(pid)) throw new DataDirInUse(dataDir, pid);
+      // Stale (the holder died, or the file is torn): remove it and race for it again.
+      fs.rmSync(file, { force: true });
+    }
+  }
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    try {
+      if (fs.readFileSync(file, 'utf8').trim() === String(process.pid)) fs.rmSync(file, { force: true });
+    } catch {
+      // Already gone.
+    }
+  };
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists, under another user.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 class PgDb implements Db {
@@ -138,7 +197,10 @@ class PgliteDb implements Db {
   readonly kind = 'pglite' as const;
   readonly inTransaction = false;
   private tail: Promise<unknown> = Promise.resolve();
-  constructor(private readonly pg: PGliteInstance) {}
+  constructor(
+    private readonly pg: PGliteInstance,
+    private readonly unlock: () => void = () => undefined,
+  ) {}
 
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.tail.then(fn, fn);
@@ -165,7 +227,11 @@ class PgliteDb implements Db {
   }
 
   async close(): Promise<void> {
-    await this.exclusive(() => this.pg.close());
+    try {
+      await this.exclusive(() => this.pg.close());
+    } finally {
+      this.unlock();
+    }
   }
 }
 

@@ -13,7 +13,7 @@ import { decodeHeader, exchange, guardHarness, type Harness } from './helpers/ha
 describe('signing keys (issue 5 point 1)', () => {
   let h: Harness;
   beforeAll(async () => {
-    h = await guardHarness({ env: { GUARD_KEY_SECRET: 'test-secret-for-keys' } });
+    h = await guardHarness({ env: { GUARD_KEY_SECRET: 'test-secret-for-keys-of-32-characters' } });
   });
   afterAll(() => h.close());
 

@@ -97,7 +97,7 @@ const onPostgres = process.env.DATABASE_URL ? describe : describe.skip;
 onPostgres('at-least-once delivery when the delivering process is killed (ISiK point 4)', () => {
   const LEASE_MS = 1500;
   // Replicas share GUARD_KEY_SECRET: channel headers sealed by one are opened by the others.
-  const KEY_SECRET = 'at-least-once-test-secret';
+  const KEY_SECRET = 'at-least-once-test-secret-of-32-characters';
   let f: SubscriptionFixture;
   let receiver: Receiver;
   const children: ChildProcess[] = [];

@@ -1,0 +1,107 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+/**
+ * CONTRACT 2 as an operator meets it: `terminus serve` with a bad setting exits non-zero with one
+ * stderr line naming the variable, and leaves nothing running (no hang on an open store or Redis).
+ */
+const run = promisify(execFile);
+const MAIN = path.join(__dirname, '..', 'src', 'main.ts');
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-ops-'));
+const BASE_ENV = { PATH: process.env.PATH, LOG_LEVEL: 'silent', DATA_DIR: dataDir, DEMO_DATA: 'false', PORT: '0' };
+
+function terminus(args: string[], env: Record<string, string | undefined>) {
+  return run(process.execPath, ['--import', 'tsx', MAIN, ...args], { env: { ...BASE_ENV, ...env }, timeout: 20_000 }).then(
+    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+    (e: { code: number | null; signal?: string; stdout: string; stderr: string }) => ({ code: e.code ?? e.signal, stdout: e.stdout, stderr: e.stderr }),
+  );
+}
+
+let taken: net.Server;
+let takenPort: number;
+const files = path.join(dataDir, 'files');
+
+beforeAll(async () => {
+  fs.mkdirSync(files);
+  fs.writeFileSync(path.join(files, 'broken.json'), '{"allowed_professions": [');
+  fs.writeFileSync(path.join(files, 'not.pem'), 'no certificate here\n');
+  taken = net.createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  takenPort = (taken.address() as net.AddressInfo).port;
+  // A migrated store makes each start below fail fast at the step under test.
+  expect((await terminus(['migrate'], {})).code).toBe(0);
+}, 30_000);
+
+afterAll(async () => {
+  await new Promise((resolve) => taken.close(resolve));
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('serve with a bad setting stops with one line naming the variable', () => {
+  test.each<[string, () => Record<string, string>, RegExp]>([
+    ['HOST', () => ({ HOST: 'no.such.host.invalid' }), /^terminus: HOST: cannot listen on "no\.such\.host\.invalid"/],
+    ['PORT', () => ({ PORT: String(takenPort) }), /^terminus: PORT: 127\.0\.0\.1:\d+ is already in use/],
+    ['POLICY_FILE', () => ({ POLICY_FILE: path.join(files, 'missing.json') }), /^terminus: POLICY_FILE: file not found: /],
+    ['POLICY_FILE', () => ({ POLICY_FILE: path.join(files, 'broken.json') }), /^terminus: POLICY_FILE: .*broken\.json is not readable JSON/],
+    ['CARD_TRUST_ANCHORS', () => ({ CARD_TRUST_ANCHORS: path.join(files, 'not.pem') }), /^terminus: CARD_TRUST_ANCHORS: no PEM certificate/],
+    ['DATABASE_URL', () => ({ DATABASE_URL: 'postgresql://terminus:secret@127.0.0.1:1/terminus' }), /^terminus: DATABASE_URL: cannot use the store at postgresql:\/\/terminus:\*\*\*@127\.0\.0\.1:1\/terminus: connect ECONNREFUSED/],
+    ['REDIS_URL', () => ({ REDIS_URL: 'redis://127.0.0.1:1' }), /^terminus: REDIS_URL: cannot reach redis:\/\/127\.0\.0\.1:1: connect ECONNREFUSED/],
+    ['PUBLIC_URL', () => ({ PUBLIC_URL: 'http://h:1/x?y=1#f' }), /^terminus: PUBLIC_URL: must be an origin/],
+    ['CARD_TRUST_ANCHORS', () => ({ NODE_ENV: 'production', GUARD_KEY_SECRET: 'x'.repeat(32) }), /^terminus: CARD_TRUST_ANCHORS: must name a PEM file/],
+  ])('%s', async (_variable, env, line) => {
+    const r = await terminus(['serve'], env());
+    expect(r.code).toBe(2);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(line);
+    // The failed start released the embedded store.
+    expect(fs.existsSync(path.join(dataDir, 'terminus.lock'))).toBe(false);
+  }, 25_000);
+});
+
+describe('one process at a time on the embedded DATA_DIR', () => {
+  test('import and migrate refuse a DATA_DIR a running server holds; SIGTERM releases it', async () => {
+    const server = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve'], { env: { ...BASE_ENV, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      await listening(server);
+      const expected = `terminus: DATA_DIR: ${dataDir} is in use by process ${server.pid}`;
+      const fixture = path.join(__dirname, '..', 'fixtures', 'isik-stufe5.json');
+      for (const args of [['import', fixture], ['migrate']]) {
+        const r = await terminus(args, {});
+        expect([r.code, r.stderr.trim()]).toEqual([2, expected]);
+      }
+      expect(fs.readFileSync(path.join(dataDir, 'terminus.lock'), 'utf8').trim()).toBe(String(server.pid));
+    } finally {
+      server.kill('SIGTERM');
+    }
+    const [code] = await new Promise<[number | null]>((resolve) => server.once('exit', (c) => resolve([c])));
+    expect(code).toBe(0);
+    expect(fs.existsSync(path.join(dataDir, 'terminus.lock'))).toBe(false);
+  }, 30_000);
+
+  test('a lock left by a dead process is taken over', async () => {
+    const dead = spawn(process.execPath, ['-e', '0']);
+    await new Promise((resolve) => dead.once('exit', resolve));
+    fs.writeFileSync(path.join(dataDir, 'terminus.lock'), `${dead.pid}\n`);
+    const r = await terminus(['migrate'], {});
+    expect([r.code, r.stdout.trim()]).toEqual([0, 'schema up to date']);
+    expect(fs.existsSync(path.join(dataDir, 'terminus.lock'))).toBe(false);
+  }, 20_000);
+});
+
+function listening(child: ChildProcess): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    let err = '';
+    child.stdout?.on('data', (c: Buffer) => {
+      out += c.toString();
+      if (out.includes('terminus listening')) resolve();
+    });
+    child.stderr?.on('data', (c: Buffer) => (err += c.toString()));
+    child.once('exit', (code) => reject(new Error(`serve exited with ${code}: ${err}`)));
+  });
+}
