@@ -1,13 +1,47 @@
-import express from 'express';
+import express, { type Request, type RequestHandler } from 'express';
+import { MalformedBody, UnsupportedMediaType } from './formats';
 
 /** Largest request body accepted (a transaction Bundle of a few thousand slots fits). */
 export const BODY_LIMIT = '5mb';
 
+/** `fatal`: a byte sequence that is not UTF-8 is an error, never a silent U+FFFD in the store. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** A body that could not be decoded, kept so that the second reader answers the same error. */
+const undecodable = new WeakMap<Request, Error>();
+
 /**
  * Reads any request body as UTF-8 text, once: the FHIR adapter parses it by Content-Type, and the
  * enforcement point reads a transaction Bundle through the same parser first (the second call
- * then finds the body read and skips).
+ * then finds the body read and skips). CONTRACT 3: FHIR bodies are UTF-8; another charset is 415,
+ * bytes that are not UTF-8 are 400.
  */
-export function fhirBodyText(): express.RequestHandler {
-  return express.text({ type: () => true, limit: BODY_LIMIT, defaultCharset: 'utf-8' });
+export function fhirBodyText(): RequestHandler {
+  const raw = express.raw({ type: () => true, limit: BODY_LIMIT });
+  return (req, res, next) => {
+    const earlier = undecodable.get(req);
+    if (earlier) return next(earlier);
+    raw(req, res, (err?: unknown) => {
+      if (err || !Buffer.isBuffer(req.body)) return next(err);
+      try {
+        req.body = decodeUtf8(req.header('content-type'), req.body);
+      } catch (error) {
+        undecodable.set(req, error as Error);
+        return next(error);
+      }
+      next();
+    });
+  };
+}
+
+function decodeUtf8(contentType: string | undefined, bytes: Buffer): string {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+    throw new UnsupportedMediaType(`Unsupported charset '${charset}': FHIR bodies are UTF-8`);
+  }
+  try {
+    return UTF8.decode(bytes);
+  } catch {
+    throw new MalformedBody('The request body is not valid UTF-8');
+  }
 }

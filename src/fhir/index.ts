@@ -4,9 +4,9 @@ import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import { Repository } from '../store/repository';
 import { BODY_LIMIT, fhirBodyText } from './body';
-import { FHIR_JSON, FHIR_XML, FhirFormatError, negotiateFormat, parseBody, toXml } from './formats';
+import { FHIR_JSON, FHIR_XML, FhirFormatError, MalformedUrl, negotiateFormat, parseBody, parseJson, pathSegments, toXml } from './formats';
 import { handle } from './interactions';
-import { issue, OperationOutcomeError, outcome } from './outcomes';
+import { issue, notSupported, OperationOutcomeError, outcome } from './outcomes';
 import type { FhirEnv, FhirRequest, RequestIdentity } from './request';
 import './operations';
 import '../subscriptions';
@@ -34,6 +34,7 @@ export function fhirRouter(ctx: AppContext, env: FhirEnv = fhirEnv(ctx)): Router
     try {
       if (!format) throw new OperationOutcomeError(406, [issue('not-supported', 'Accept: only application/fhir+json and application/fhir+xml are served')]);
       const fhirReq = toFhirRequest(req, query, res.locals.identity as RequestIdentity | undefined);
+      refuseConditionalCreate(fhirReq.headers.ifNoneExist);
       const result = await handle(fhirReq, env);
       for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
       send(res, result.status, result.body);
@@ -64,7 +65,7 @@ const WHOLE_BODY = '$this';
 function toOutcomeError(err: unknown): OperationOutcomeError | undefined {
   if (err instanceof OperationOutcomeError) return err;
   if (err instanceof FhirFormatError) {
-    const expression = err.expression ?? (err.status === 400 ? WHOLE_BODY : undefined);
+    const expression = err.expression ?? (err.status === 400 && !(err instanceof MalformedUrl) ? WHOLE_BODY : undefined);
     return new OperationOutcomeError(err.status, [issue(err.code as 'structure', err.message, expression)]);
   }
   // body-parser: payload too large / bad charset
@@ -114,7 +115,7 @@ function toFhirRequest(req: Request, query: [string, string][], identity?: Reque
   }
   return {
     method: req.method,
-    path: req.path.split('/').filter(Boolean).map(decodeURIComponent),
+    path: pathSegments(req.path),
     query: pairs,
     body,
     contentType,
@@ -127,10 +128,18 @@ function toFhirRequest(req: Request, query: [string, string][], identity?: Reque
   };
 }
 
+/**
+ * Conditional create is not offered (the CapabilityStatement says conditionalCreate false): a
+ * client relying on If-None-Exist for idempotency must hear so, not get a second resource.
+ */
+function refuseConditionalCreate(ifNoneExist: string | undefined): void {
+  if (ifNoneExist !== undefined) throw notSupported('If-None-Exist (conditional create) is not supported by this server');
+}
+
 function parseJsonPatch(text: string): unknown {
   try {
-    return JSON.parse(text);
-  } catch {
-    throw new OperationOutcomeError(400, [issue('structure', 'JSON Patch body is not valid JSON', WHOLE_BODY)]);
+    return parseJson(text);
+  } catch (err) {
+    throw new OperationOutcomeError(400, [issue('structure', `JSON Patch body: ${(err as Error).message}`, WHOLE_BODY)]);
   }
 }

@@ -1,8 +1,9 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import type { Bundle, BundleEntry, Resource } from '@medplum/fhirtypes';
+import { pathSegments } from './formats';
 import { handle, route } from './interactions';
-import { badRequest, OperationOutcomeError, outcome, issue } from './outcomes';
+import { badRequest, notSupported, OperationOutcomeError, outcome, issue } from './outcomes';
 import type { FhirEnv, FhirRequest, FhirResponse } from './request';
 
 /** FHIR processing order for transactions (http.html#trules). */
@@ -17,8 +18,12 @@ export async function processBundle(req: FhirRequest, env: FhirEnv): Promise<Bun
   if (!bundle || bundle.resourceType !== 'Bundle') throw badRequest('POST to the base needs a Bundle', 'Bundle');
   if (bundle.type !== 'transaction' && bundle.type !== 'batch') throw badRequest(`Bundle.type must be transaction or batch, got ${String(bundle.type)}`, 'Bundle.type');
   const entries = bundle.entry ?? [];
+  if (!Array.isArray(entries)) throw badRequest('Bundle.entry must be an array', 'Bundle.entry', 'structure');
   entries.forEach((e, i) => {
+    if (!isObject(e)) throw badRequest(`entry ${i} must be an object`, `Bundle.entry[${i}]`, 'structure');
+    if (e.request !== undefined && !isObject(e.request)) throw badRequest(`entry ${i}: request must be an object`, `Bundle.entry[${i}].request`, 'structure');
     if (!e.request?.method || !e.request.url) throw badRequest(`entry ${i}: request.method and request.url are required`, `Bundle.entry[${i}].request`);
+    if (typeof e.request.method !== 'string' || typeof e.request.url !== 'string') throw badRequest(`entry ${i}: request.method and request.url must be strings`, `Bundle.entry[${i}].request`, 'structure');
   });
   if (bundle.type === 'batch') return batch(entries, req, env);
   return transaction(entries, req, env);
@@ -28,7 +33,7 @@ async function batch(entries: BundleEntry[], req: FhirRequest, env: FhirEnv): Pr
   const responses: BundleEntry[] = [];
   for (const [i, entry] of entries.entries()) {
     try {
-      const entryReq = entryRequest(entry, req);
+      const entryReq = entryRequest(entry, req, i);
       const r = route(entryReq);
       // As in a transaction: an entry never runs a Bundle of its own (its entries would escape the enforcement point's walk).
       if (r.interaction === 'transaction' || r.interaction === 'batch') throw badRequest(`Bundle.entry[${i}]: Bundles cannot be nested`, `Bundle.entry[${i}]`);
@@ -60,8 +65,8 @@ async function transaction(entries: BundleEntry[], req: FhirRequest, env: FhirEn
   await env.repo.withTransaction(async (repo) => {
     const txEnv = { ...env, repo };
     for (const i of order) {
-      const entryReq = entryRequest(resolved[i], req, assigned.get(i));
       try {
+        const entryReq = entryRequest(resolved[i], req, i, assigned.get(i));
         const r = route(entryReq);
         if (r.interaction === 'transaction' || r.interaction === 'batch') throw badRequest('Bundles cannot be nested', `Bundle.entry[${i}]`);
         responses[i] = responseEntry(await handle(entryReq, txEnv, r));
@@ -79,9 +84,17 @@ async function transaction(entries: BundleEntry[], req: FhirRequest, env: FhirEn
   return { resourceType: 'Bundle', type: 'transaction-response', entry: responses };
 }
 
-function entryRequest(entry: BundleEntry, parent: FhirRequest, assignedId?: string): FhirRequest {
-  const url = new URL(entry.request!.url!, 'http://entry.invalid/');
-  const path = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+function entryRequest(entry: BundleEntry, parent: FhirRequest, index: number, assignedId?: string): FhirRequest {
+  let url: URL;
+  let path: string[];
+  try {
+    url = new URL(entry.request!.url!, 'http://entry.invalid/');
+    path = pathSegments(url.pathname);
+  } catch (err) {
+    throw badRequest(`request.url cannot be read: ${(err as Error).message}`, `Bundle.entry[${index}].request.url`);
+  }
+  // As on the REST interface (fhir/index.ts): no conditional create, said out loud.
+  if (entry.request!.ifNoneExist !== undefined) throw notSupported(`Bundle.entry[${index}]: request.ifNoneExist (conditional create) is not supported`);
   const body = assignedId && entry.resource ? { ...entry.resource, id: assignedId } : entry.resource;
   return {
     method: entry.request!.method!,
@@ -126,6 +139,10 @@ function resolveLocalReferences<T extends Resource>(resource: T, localIds: Map<s
     return node;
   };
   return walk(resource) as T;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 export const bundleOutcome = (message: string) => outcome([issue('informational', message, undefined, 'information')]);

@@ -31,6 +31,8 @@ export interface StoredRow {
 }
 
 const ID_RE = /^[A-Za-z0-9\-.]{1,64}$/;
+/** Largest PostgreSQL `integer` (resource_version.version_id). */
+const MAX_VERSION_ID = 2_147_483_647;
 export const isValidId = (id: string) => ID_RE.test(id);
 
 /** Versioned resource store with typed search indexes, on one Db (pool or transaction). */
@@ -82,7 +84,8 @@ export class Repository {
 
   async vread(type: string, id: string, versionId: string, scope?: AccessScope): Promise<Resource> {
     const row = await this.readRow(type, id);
-    if (!row || !visible(row.owner, scope) || !/^\d+$/.test(versionId)) throw notFound(type, `${id}/_history/${versionId}`);
+    // Version ids are PostgreSQL integers: a larger number names no version (not a failed query).
+    if (!row || !visible(row.owner, scope) || !/^\d+$/.test(versionId) || Number(versionId) > MAX_VERSION_ID) throw notFound(type, `${id}/_history/${versionId}`);
     const { rows } = await this.db.query<{ content: Resource; deleted: boolean }>(
       'SELECT content, deleted FROM resource_version WHERE resource_type = $1 AND id = $2 AND version_id = $3',
       [type, id, Number(versionId)],

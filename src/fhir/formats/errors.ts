@@ -29,6 +29,18 @@ export class FhirJsonError extends FhirFormatError {
   readonly code = 'structure';
 }
 
+/** A body whose bytes are not text in the one encoding FHIR uses (UTF-8). */
+export class MalformedBody extends FhirFormatError {
+  readonly status = 400;
+  readonly code = 'structure';
+}
+
+/** A request path that cannot be decoded (broken percent-encoding): names nothing, read nothing. */
+export class MalformedUrl extends FhirFormatError {
+  readonly status = 400;
+  readonly code = 'invalid';
+}
+
 /** A request body in a media type the server does not read. */
 export class UnsupportedMediaType extends FhirFormatError {
   readonly status = 415;

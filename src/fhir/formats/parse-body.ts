@@ -1,6 +1,7 @@
 import type { Resource } from '@medplum/fhirtypes';
 import { FhirJsonError, UnsupportedMediaType } from './errors';
 import { fromXml } from './from-xml';
+import { parseJson } from './json-text';
 import { formatOfMimeType } from './media-types';
 
 /**
@@ -21,12 +22,7 @@ export function parseBody(contentType: string | undefined, rawText: string): Res
 }
 
 function fromJson(rawText: string): Resource {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(rawText.startsWith('\uFEFF') ? rawText.slice(1) : rawText);
-  } catch (error) {
-    throw new FhirJsonError(`Malformed JSON: ${(error as Error).message}`);
-  }
+  const parsed = parseJson(rawText);
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     throw new FhirJsonError('Body is not a FHIR resource: expected a JSON object');
   }

@@ -1,5 +1,6 @@
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { FhirXmlError } from './errors';
+import { MAX_DEPTH } from './limits';
 import { clip } from './xml-text';
 
 /** A namespace-resolved view of a parsed XML document; text stays raw (see xml-text.ts). */
@@ -26,9 +27,6 @@ export type XmlNode = XmlElement | { readonly kind: 'text'; readonly raw: string
 
 const XML_NS = 'http://www.w3.org/XML/1998/namespace';
 const XMLNS_NS = 'http://www.w3.org/2000/xmlns/';
-
-// Deeper than any R4 resource we serve; bounds parser work and our recursion.
-const MAX_DEPTH = 100;
 
 const parser = new XMLParser({
   preserveOrder: true,

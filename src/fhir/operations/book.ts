@@ -76,8 +76,13 @@ export function parseBookRequest(body: unknown): BookInput {
   if (!resource || typeof resource !== 'object' || Array.isArray(resource)) throw badRequest('$book needs an Appointment or a Parameters body', undefined, 'structure');
   if (resource.resourceType === 'Appointment') return { appointment: resource as Appointment };
   if (resource.resourceType !== 'Parameters') throw badRequest(`$book takes an Appointment or Parameters, not ${String(resource.resourceType)}`, 'resourceType');
+  const parameters = (resource as Parameters).parameter ?? [];
+  if (!Array.isArray(parameters)) throw badRequest('Parameters.parameter must be an array', 'Parameters.parameter', 'structure');
+  parameters.forEach((p, i) => {
+    if (!p || typeof p !== 'object' || Array.isArray(p)) throw badRequest(`Parameters.parameter[${i}] must be an object`, `Parameters.parameter[${i}]`, 'structure');
+  });
   const byName = new Map<string, ParametersParameter>();
-  for (const p of (resource as Parameters).parameter ?? []) {
+  for (const p of parameters) {
     if (!p.name || !INPUTS.has(p.name)) throw badRequest(`Unknown $book parameter "${String(p.name)}"`, 'Parameters.parameter.name');
     if (byName.has(p.name)) throw badRequest(`$book parameter "${p.name}" given more than once`, `Parameters.parameter.where(name='${p.name}')`);
     byName.set(p.name, p);

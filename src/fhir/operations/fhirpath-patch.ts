@@ -14,8 +14,11 @@ export function applyFhirPathPatch<T extends Resource>(resource: T, patch: unkno
   if (!isObject(patch) || patch.resourceType !== 'Parameters') {
     throw malformed(`A FHIRPath Patch is a Parameters resource, not ${isObject(patch) ? String(patch.resourceType) : typeof patch}`, 'resourceType');
   }
+  const parameters = (patch as unknown as Parameters).parameter ?? [];
+  if (!Array.isArray(parameters)) throw malformed('Parameters.parameter must be an array', 'Parameters.parameter', 'structure');
   const target = structuredClone(resource);
-  for (const [i, p] of ((patch as unknown as Parameters).parameter ?? []).entries()) {
+  for (const [i, p] of parameters.entries()) {
+    if (!isObject(p)) throw malformed(`Parameters.parameter[${i}] must be an object`, `Parameters.parameter[${i}]`, 'structure');
     if (p.name !== 'operation') throw malformed(`Parameters.parameter[${i}]: unknown name "${String(p.name)}", expected "operation"`, `Parameters.parameter[${i}].name`);
     applyOperation(target, readOperation(p, i));
   }
@@ -99,12 +102,16 @@ function readValue(part: ParametersParameter, where: string): { value: unknown; 
   if (keys.length === 1) return { value: (part as unknown as Record<string, unknown>)[keys[0]], type: typeName(keys[0].slice(5)) };
   if (part.resource) return { value: part.resource, type: part.resource.resourceType };
   if (part.part?.length) {
-    const obj: Record<string, unknown[]> = {};
+    // A Map: a part named `__proto__` or `constructor` is a name like any other here (the
+    // validator then refuses it as an element).
+    const obj = new Map<string, unknown[]>();
     for (const sub of part.part) {
       if (!sub.name) throw malformed(`${where}: a part without name`, where);
-      (obj[sub.name] ??= []).push(readValue(sub, `${where}.part.where(name='${sub.name}')`).value);
+      const values = obj.get(sub.name) ?? [];
+      values.push(readValue(sub, `${where}.part.where(name='${sub.name}')`).value);
+      obj.set(sub.name, values);
     }
-    return { value: Object.fromEntries(Object.entries(obj).map(([k, v]) => [k, v.length === 1 ? v[0] : v])) };
+    return { value: Object.fromEntries([...obj].map(([k, v]) => [k, v.length === 1 ? v[0] : v])) };
   }
   throw malformed(`${where}: value is empty`, where, 'required');
 }
@@ -294,7 +301,7 @@ function locate(resource: Resource, node: Atom): Location[] {
 }
 
 function childrenOf(parent: Record<string, unknown>, name: string): Location[] {
-  const key = name in parent ? name : Object.keys(parent).find((k) => k.startsWith(name) && /^[A-Z]/.test(k.slice(name.length)));
+  const key = Object.hasOwn(parent, name) ? name : Object.keys(parent).find((k) => k.startsWith(name) && /^[A-Z]/.test(k.slice(name.length)));
   if (!key || parent[key] === undefined) return [];
   const v = parent[key];
   return Array.isArray(v) ? v.map((_, index) => ({ parent, key, index })) : [{ parent, key }];
@@ -307,9 +314,11 @@ const valueAt = (l: Location): unknown => (l.index === undefined ? l.parent[l.ke
 /** JSON key, cardinality and allowed types of element `name` of type `parentType`. */
 function elementOf(parentType: string, name: string, valueType?: string): { key: string; isArray: boolean; types: string[] } {
   const schema = tryGetDataType(parentType);
-  const element = schema?.elements[name];
+  // Own properties only: `constructor` or `toString` must not find Object.prototype's members.
+  const defined = (n: string) => (schema && Object.hasOwn(schema.elements, n) ? schema.elements[n] : undefined);
+  const element = defined(name);
   if (element) return { key: name, isArray: element.isArray ?? false, types: element.type.map((t) => t.code) };
-  const choice = schema?.elements[`${name}[x]`];
+  const choice = defined(`${name}[x]`);
   if (choice) {
     if (!valueType) throw unappliable(`${name} is a choice element; its value needs a type`, name);
     const allowed = choice.type.map((t) => t.code);

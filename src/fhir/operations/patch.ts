@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { OperationDefinition, Resource } from '@medplum/fhirtypes';
 import { RESOURCE_TYPES } from '../../store/search/parameters';
 import { visible } from '../../store/repository';
@@ -48,6 +49,9 @@ async function patch(req: FhirRequest, env: FhirEnv, type: string, id: string): 
     // If-Match first: a stale patch is refused as stale, whatever it would change.
     checkIfMatch(req.headers.ifMatch, row.versionId);
     const patched = { ...apply(row.resource, req.body, jsonPatch), id };
+    // A patch that changes nothing (no operations, or operations that end where they began)
+    // writes no version: the current one is the answer.
+    if (sameJson(patched, { ...row.resource, id })) return row.resource;
     // Domain rules first: a patch touching an element that must not change (Appointment.start,
     // ...) is refused for that (400) even when the result would also be invalid.
     await runWriteHooks({ interaction: 'patch', type, resource: patched, previous: row.resource, req, repo, ctx: env.ctx });
@@ -70,4 +74,9 @@ function checkIfMatch(ifMatch: string | undefined, current: number): void {
   if (ifMatch === undefined) return;
   const m = /^(?:W\/)?"?(\d+)"?$/.exec(ifMatch.trim());
   if (!m || Number(m[1]) !== current) throw preconditionFailed(`If-Match ${ifMatch} does not match the current version W/"${current}"`);
+}
+
+/** Same JSON content, key order and object prototypes aside (structuredClone may use another realm's). */
+function sameJson(a: unknown, b: unknown): boolean {
+  return isDeepStrictEqual(JSON.parse(JSON.stringify(a)), JSON.parse(JSON.stringify(b)));
 }

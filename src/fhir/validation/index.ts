@@ -2,7 +2,7 @@ import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 import { validateBaseR4, ensureBaseDefinitions } from './base-r4';
 import { evaluateDifferential } from './differential';
 import { isError, type Finding } from './finding';
-import { checkJsonRules, checkResourceShape } from './json-syntax';
+import { checkJsonRules, checkPropertyNames, checkResourceShape } from './json-syntax';
 import { withComparableInstants } from './comparable-instants';
 import { allProfiles, profile } from './profile-registry';
 import { checkRequiredBinding } from './required-binding';
@@ -35,6 +35,8 @@ export function validateResource(resource: unknown, opts: ValidateOptions = {}):
   if (shape.length) return failed(shape);
 
   const original = resource as Resource;
+  const names = checkPropertyNames(original as unknown as Record<string, unknown>);
+  if (names.length) return failed(names);
   const syntax = checkJsonRules(original as unknown as Record<string, unknown>);
   const comparable = withComparableInstants(original);
   const base = validateBaseR4(comparable);

@@ -1,3 +1,4 @@
+import { PROTOTYPE_KEYS } from '../formats/limits';
 import { isResourceType } from '../medplum';
 import { syntaxError, type Finding } from './finding';
 
@@ -52,4 +53,27 @@ function walk(value: unknown, path: string, findings: Finding[], isResource: boo
     if (key === 'resourceType') continue;
     walk(child, `${path}.${key}`, findings, false);
   }
+}
+
+/**
+ * Keys named like Object.prototype members (`__proto__`, `constructor`, `toString`, ...): no FHIR
+ * element has one, and a definition lookup by plain object would find the prototype's member
+ * instead of "unknown element" (security.md 6 row 29). Checked before any definition is consulted;
+ * XML bodies and patch results come here too, not only JSON text. Iterative: any depth.
+ */
+export function checkPropertyNames(resource: Record<string, unknown>): Finding[] {
+  const findings: Finding[] = [];
+  const pending: [unknown, string][] = [[resource, String(resource.resourceType)]];
+  while (pending.length) {
+    const [value, path] = pending.pop()!;
+    if (Array.isArray(value)) {
+      value.forEach((item, i) => pending.push([item, `${path}[${i}]`]));
+    } else if (value !== null && typeof value === 'object') {
+      for (const key of Object.keys(value)) {
+        if (PROTOTYPE_KEYS.has(key)) findings.push(syntaxError(`${path}.${key}`, `Property name '${key}' is not allowed (no FHIR element has it)`));
+        else pending.push([(value as Record<string, unknown>)[key], `${path}.${key}`]);
+      }
+    }
+  }
+  return findings;
 }

@@ -2,6 +2,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { AppContext } from '../../context';
 import { route, type Route } from '../../fhir/interactions';
 import { fhirBodyText } from '../../fhir/body';
+import { FhirFormatError, pathSegments } from '../../fhir/formats';
 import { parseBody } from '../../fhir/formats';
 import type { FhirRequest, RequestIdentity } from '../../fhir/request';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
@@ -170,7 +171,7 @@ function hasQueryToken(req: Request): boolean {
 /** The FHIR interaction asked for; undefined when the FHIR layer will refuse the request anyway (404/405/400, nothing runs). */
 function routeOf(req: Request): Route | undefined {
   try {
-    const fhirReq: FhirRequest = { method: req.method, path: req.path.split('/').filter(Boolean).map(decodeURIComponent), query: [], headers: {} };
+    const fhirReq: FhirRequest = { method: req.method, path: pathSegments(req.path), query: [], headers: {} };
     return route(fhirReq);
   } catch {
     return undefined;
@@ -189,7 +190,7 @@ async function hasScopes(pep: Pep, reach: Reach, granted: string[]): Promise<voi
  * parameters of `POST [type]/_search`, the Bundle of `POST /fhir`. Other bodies stay unread.
  */
 async function fhirRequestOf(pep: Pep, req: Request, r: Route): Promise<ReachRequest> {
-  const path = req.path.split('/').filter(Boolean).map(decodeURIComponent);
+  const path = pathSegments(req.path);
   const query = rawQuery(req);
   const bundle = r.interaction === 'transaction' || r.interaction === 'batch';
   const formSearch = r.interaction === 'search-type' && req.method === 'POST';
@@ -212,7 +213,8 @@ async function fhirRequestOf(pep: Pep, req: Request, r: Route): Promise<ReachReq
 async function bodyText(pep: Pep, req: Request): Promise<string> {
   await new Promise<void>((resolve, reject) =>
     pep.readBody(req, {} as Response, (err?: unknown) => {
-      if (!err) return resolve();
+      // Not UTF-8 or another charset: nothing runs, the FHIR layer answers its OperationOutcome.
+      if (!err || err instanceof FhirFormatError) return resolve();
       const status = (err as { status?: number }).status;
       reject(status === 413 ? new InvalidRequest('the request body is too large', { status: 413 }) : new InvalidRequest('the request body cannot be read'));
     }),

@@ -1,4 +1,5 @@
 import type { Bundle } from '@medplum/fhirtypes';
+import { pathSegments } from '../../fhir/formats';
 import { route, type Route } from '../../fhir/interactions';
 import type { FhirRequest } from '../../fhir/request';
 import { isStoredType, searchParam, type SearchParamDef } from '../../store/search/parameters';
@@ -66,7 +67,7 @@ function entryRequest(method: unknown, url: unknown, resource: unknown): ReachRe
   if (typeof method !== 'string' || typeof url !== 'string' || !method || !url) return undefined;
   try {
     const u = new URL(url, 'http://entry.invalid/');
-    return { method, path: u.pathname.split('/').filter(Boolean).map(decodeURIComponent), query: [...u.searchParams.entries()], body: resource };
+    return { method, path: pathSegments(u.pathname), query: [...u.searchParams.entries()], body: resource };
   } catch {
     return undefined;
   }

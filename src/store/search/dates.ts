@@ -18,7 +18,9 @@ export function parseDateRange(value: string): DateRange | undefined {
   const month = mo ? Number(mo) - 1 : 0;
   const day = d ? Number(d) : 1;
   if (mo && (month < 0 || month > 11)) return undefined;
-  if (d && (day < 1 || day > 31)) return undefined;
+  // A calendar date, not a pattern match: 2025-02-30 or 24:00 names no instant (a 400 in search).
+  if (d && (day < 1 || day > daysInMonth(year, month))) return undefined;
+  if ((h && Number(h) > 23) || (mi && Number(mi) > 59) || (s && Number(s) > 59)) return undefined;
   const offsetMs = tz && tz !== 'Z' ? (tz[0] === '-' ? -1 : 1) * (Number(tz.slice(1, 3)) * 60 + Number(tz.slice(4, 6))) * 60000 : 0;
   const ms = frac ? Number(frac.slice(0, 3).padEnd(3, '0')) : 0;
   const low = Date.UTC(year, month, day, h ? Number(h) : 0, mi ? Number(mi) : 0, s ? Number(s) : 0, ms) - offsetMs;
@@ -31,6 +33,14 @@ export function parseDateRange(value: string): DateRange | undefined {
   else if (!frac) next = low + 1000;
   else next = low + 1;
   return { low, high: next - 1 };
+}
+
+function daysInMonth(year: number, month: number): number {
+  return new Date(Date.UTC(2000, month + 1, 0)).getUTCDate() - (month === 1 && !isLeapYear(year) ? 1 : 0);
+}
+
+function isLeapYear(year: number): boolean {
+  return (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
 }
 
 export function periodRange(start?: string, end?: string): DateRange | undefined {

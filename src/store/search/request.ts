@@ -61,6 +61,8 @@ export const DEFAULT_COUNT = 50;
 export const MAX_COUNT = 1000;
 
 /** Result parameters that shape the response rather than filter it. */
+const MAX_OFFSET = 2_147_483_647;
+
 const IGNORED = new Set(['_format', '_pretty', '_count', '_offset', '_sort', '_include', '_revinclude']);
 
 const SUMMARY_VALUES = new Set(['true', 'false', 'text', 'data', 'count']);
@@ -88,6 +90,11 @@ export function parseSearch(resourceType: string, pairs: [string, string][], str
     revinclude: [],
     totalOnly: false,
   };
+  // security.md 6 row 42: a sort or include the server cannot do is refused whatever the
+  // handling; ignoring it would answer a differently ordered or shaped result than asked for.
+  const unusable = (name: string, why: string) => {
+    throw badRequest(`Unsupported search parameter ${name}: ${why}`, name, 'not-supported');
+  };
   const unknown = (name: string, why: string) => {
     if (strict) throw badRequest(`Unknown or unsupported search parameter ${name}: ${why}`, name, 'not-supported');
     warnings.push(issue('not-supported', `Search parameter ${name} ignored: ${why}`, name, 'warning'));
@@ -106,6 +113,9 @@ export function parseSearch(resourceType: string, pairs: [string, string][], str
       }
       case '_offset': {
         if (!/^\d+$/.test(value)) throw badRequest(`_offset must be a non-negative integer, got "${value}"`, '_offset');
+        // Past any result set this store can hold, and past what the SQL OFFSET of every store
+        // takes as a number: refused rather than silently clamped.
+        if (Number(value) > MAX_OFFSET) throw badRequest(`_offset must be at most ${MAX_OFFSET}, got "${value}"`, '_offset');
         request.offset = Number(value);
         break;
       }
@@ -120,7 +130,7 @@ export function parseSearch(resourceType: string, pairs: [string, string][], str
         for (const part of value.split(',').filter(Boolean)) {
           const descending = part.startsWith('-');
           const param = descending ? part.slice(1) : part;
-          if (!SPECIAL_PARAMS.has(param) && !searchParam(resourceType, param)) unknown(`_sort=${param}`, `${resourceType} has no search parameter ${param}`);
+          if (!SPECIAL_PARAMS.has(param) && !searchParam(resourceType, param)) unusable(`_sort=${param}`, `${resourceType} has no search parameter ${param}`);
           else request.sort.push({ param, descending });
         }
         break;
@@ -129,11 +139,11 @@ export function parseSearch(resourceType: string, pairs: [string, string][], str
         const spec = parseInclude(value);
         const def = spec && searchParam(spec.type, spec.param);
         if (!spec || !def || def.type !== 'reference') {
-          unknown(`${base}=${value}`, 'expected Type:reference-parameter[:TargetType]');
+          unusable(`${base}=${value}`, 'expected Type:reference-parameter[:TargetType]');
           break;
         }
         if (base === '_include' && spec.type !== resourceType) {
-          unknown(`${base}=${value}`, `_include must start with ${resourceType}`);
+          unusable(`${base}=${value}`, `_include must start with ${resourceType}`);
           break;
         }
         (base === '_include' ? request.include : request.revinclude).push(spec);

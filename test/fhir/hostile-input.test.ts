@@ -1,0 +1,203 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import request from 'supertest';
+import type { Express } from 'express';
+import { createApp } from '../../src/app';
+import type { AppContext } from '../../src/context';
+import { answerClientErrors } from '../../src/server';
+import { createTestContext } from '../helpers/context';
+
+const FHIR_JSON = 'application/fhir+json';
+
+/** Name, request, exact status, exact issue code, expression when it is known. */
+type Row = [string, () => request.Test, number, string, string?];
+
+/**
+ * Hostile and malformed input (security.md section 6): each gets its exact status and issue code
+ * in an OperationOutcome, never a 500, and nothing stored changes.
+ */
+describe('hostile input', () => {
+  let ctx: AppContext;
+  let app: Express;
+  beforeAll(async () => {
+    ctx = await createTestContext();
+    app = createApp(ctx);
+    await request(app).put('/fhir/Patient/p1').set('Content-Type', FHIR_JSON).send({ resourceType: 'Patient', id: 'p1', active: true }).expect(201);
+  });
+  afterAll(() => ctx.db.close());
+
+  /** Every stored version, in order: a refused request must leave it exactly as it was. */
+  const stored = async () =>
+    (await ctx.db.query<{ k: string }>("SELECT resource_type || '/' || id || '/' || version_id AS k FROM resource_version ORDER BY 1")).rows.map((r) => r.k);
+
+  const nested = (depth: number) => `{"resourceType":"Patient","extension":[${'{"url":"http://x.test","extension":['.repeat(depth)}${']}'.repeat(depth)}]}`;
+  const post = (path: string, body: string | Buffer, contentType = FHIR_JSON) => () => request(app).post(path).set('Content-Type', contentType).send(body);
+  const get = (path: string) => () => request(app).get(path);
+  const bundle = (entry: unknown) => JSON.stringify({ resourceType: 'Bundle', type: 'batch', entry });
+  const bookParameters = (parameter: unknown) => JSON.stringify({ resourceType: 'Parameters', parameter });
+  const fhirPathPatch = (parameter: unknown) => () =>
+    request(app).patch('/fhir/Patient/p1').set('Content-Type', FHIR_JSON).send({ resourceType: 'Parameters', parameter });
+  const replace = (path: string, value: Record<string, unknown>) => ({
+    name: 'operation',
+    part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: path }, { name: 'value', ...value }],
+  });
+
+  const rows: Row[] = [
+    ['JSON nested 3,000 deep', post('/fhir/Patient', nested(3000)), 400, 'structure'],
+    ['JSON nested 101 objects deep', post('/fhir/Patient', nested(100)), 400, 'structure'],
+    ['arrays nested 100,000 deep', post('/fhir/Patient', `{"resourceType":"Patient","extension":${'['.repeat(100000)}${']'.repeat(100000)}}`), 400, 'structure'],
+    ['malformed percent-encoding in the id', get('/fhir/Patient/%E0%A4%A'), 400, 'invalid'],
+    ['a non-hex percent escape', get('/fhir/Patient/a%ZZ'), 400, 'invalid'],
+    ['malformed percent-encoding in the type', get('/fhir/%E0%A4%A/x'), 400, 'invalid'],
+    ['Bundle.entry [null]', post('/fhir', bundle([null])), 400, 'structure', 'Bundle.entry[0]'],
+    ['Bundle.entry an object', post('/fhir', bundle({})), 400, 'structure', 'Bundle.entry'],
+    ['Bundle.entry a string', post('/fhir', bundle('abc')), 400, 'structure', 'Bundle.entry'],
+    ['Bundle.entry.request a string', post('/fhir', bundle([{ request: 'GET' }])), 400, 'structure', 'Bundle.entry[0].request'],
+    ['Bundle.entry.request.method a number', post('/fhir', bundle([{ request: { method: 5, url: 'Patient' } }])), 400, 'structure', 'Bundle.entry[0].request'],
+    ['$book parameter [null]', post('/fhir/Appointment/$book', bookParameters([null])), 400, 'structure', 'Parameters.parameter[0]'],
+    ['$book parameter an object', post('/fhir/Appointment/$book', bookParameters({})), 400, 'structure', 'Parameters.parameter'],
+    ['vread of a version beyond integer range', get('/fhir/Patient/p1/_history/2147483648'), 404, 'not-found'],
+    ['_offset beyond 64 bits', get('/fhir/Patient?_offset=9223372036854775808'), 400, 'invalid', '_offset'],
+    ['_offset beyond integer range', get('/fhir/Patient?_offset=2147483648'), 400, 'invalid', '_offset'],
+    ['a __proto__ key', post('/fhir/Patient', '{"resourceType":"Patient","__proto__":{"x":1}}'), 400, 'structure', 'Patient.__proto__'],
+    ['a constructor key', post('/fhir/Patient', '{"resourceType":"Patient","constructor":{"prototype":{"x":1}}}'), 400, 'structure', 'Patient.constructor'],
+    ['a nested hasOwnProperty key', post('/fhir/Patient', '{"resourceType":"Patient","name":[{"hasOwnProperty":"x"}]}'), 400, 'structure', 'Patient.name[0].hasOwnProperty'],
+    ['a toString key', post('/fhir/Patient', '{"resourceType":"Patient","toString":"x"}'), 400, 'structure', 'Patient.toString'],
+    [
+      'a constructor element in XML',
+      post('/fhir/Patient', '<Patient xmlns="http://hl7.org/fhir"><constructor value="x"/></Patient>', 'application/fhir+xml'),
+      400,
+      'structure',
+    ],
+    ['a duplicate key', post('/fhir/Patient', '{"resourceType":"Patient","active":true,"active":false}'), 400, 'structure', 'Patient.active'],
+    ['a duplicate key spelled with an escape', post('/fhir/Patient', '{"resourceType":"Patient","active":true,"\\u0061ctive":false}'), 400, 'structure', 'Patient.active'],
+    ['a duplicate nested key', post('/fhir/Patient', '{"resourceType":"Patient","name":[{"family":"a"},{"family":"b","family":"c"}]}'), 400, 'structure', 'Patient.name[1].family'],
+    ['a duplicate resourceType', post('/fhir/Patient', '{"resourceType":"Patient","resourceType":"Appointment"}'), 400, 'structure'],
+    [
+      'invalid UTF-8 bytes',
+      post('/fhir/Patient', Buffer.concat([Buffer.from('{"resourceType":"Patient","name":[{"family":"'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}]}')])),
+      400,
+      'structure',
+    ],
+    ['a charset other than UTF-8', post('/fhir/Patient', Buffer.from('{"resourceType":"Patient","name":[{"family":"M\xfcller"}]}', 'latin1'), `${FHIR_JSON}; charset=latin1`), 415, 'not-supported'],
+    ['If-None-Exist (conditional create is not offered)', () => request(app).post('/fhir/Patient').set('Content-Type', FHIR_JSON).set('If-None-Exist', 'identifier=a|b').send({ resourceType: 'Patient' }), 400, 'not-supported'],
+    ['a date that is not in the calendar', get('/fhir/Appointment?date=2025-02-30'), 400, 'invalid'],
+    ['a 29 February outside a leap year', get('/fhir/Appointment?date=2025-02-29'), 400, 'invalid'],
+    ['an hour 24', get('/fhir/Appointment?date=2025-02-01T24:00:00Z'), 400, 'invalid'],
+    ['_sort on an unknown parameter', get('/fhir/Appointment?_sort=foo'), 400, 'not-supported', '_sort=foo'],
+    ['_include of an unknown type', get('/fhir/Appointment?_include=Foo:bar'), 400, 'not-supported', '_include=Foo:bar'],
+    ['a FHIRPath Patch replace of Patient.constructor', fhirPathPatch([replace('Patient.constructor', { valueString: 'x' })]), 422, 'processing'],
+    ['a FHIRPath Patch replace of Patient.toString', fhirPathPatch([replace('Patient.toString', { valueString: 'x' })]), 422, 'processing'],
+    [
+      'a FHIRPath Patch adding a constructor element',
+      fhirPathPatch([{ name: 'operation', part: [{ name: 'type', valueCode: 'add' }, { name: 'path', valueString: 'Patient' }, { name: 'name', valueString: 'constructor' }, { name: 'value', valueString: 'x' }] }]),
+      422,
+      'processing',
+    ],
+    ['a FHIRPath Patch with parameter [null]', fhirPathPatch([null]), 400, 'structure', 'Parameters.parameter[0]'],
+    ['a FHIRPath Patch with parameter an object', fhirPathPatch({}), 400, 'structure', 'Parameters.parameter'],
+    [
+      'a JSON Patch adding __proto__',
+      () => request(app).patch('/fhir/Patient/p1').set('Content-Type', 'application/json-patch+json').send('[{"op":"add","path":"/__proto__","value":{"x":1}}]'),
+      400,
+      'invalid',
+    ],
+  ];
+  // Rest parameters: rows without an expression must not make Jest take the last one for `done`.
+  test.each(rows)('%s: refused, nothing stored', async (...[, send, status, code, expression]: Row) => {
+    const before = await stored();
+    const res = await send();
+    expect(res.status).toBe(status);
+    expect(res.body.resourceType).toBe('OperationOutcome');
+    expect(res.body.issue[0]).toMatchObject({ severity: 'error', code });
+    if (expression) expect(res.body.issue[0].expression).toEqual([expression]);
+    expect(await stored()).toEqual(before);
+  });
+
+  test('JSON nested 100 objects deep is within the limit (refused for other reasons, not its depth)', async () => {
+    const res = await post('/fhir/Patient', nested(98))();
+    expect(res.status).not.toBe(500);
+    expect(JSON.stringify(res.body)).not.toContain('nested deeper');
+  });
+
+  test('a batch entry with a malformed url gets its own 400; the other entries run', async () => {
+    const res = await post(
+      '/fhir',
+      bundle([
+        { request: { method: 'GET', url: 'Patient/%E0%A4%A' } },
+        { request: { method: 'GET', url: 'Patient/p1' } },
+      ]),
+    )();
+    expect(res.status).toBe(200);
+    expect(res.body.entry[0].response.status).toBe('400 Bad Request');
+    expect(res.body.entry[0].response.outcome.issue[0]).toMatchObject({ code: 'invalid', expression: ['Bundle.entry[0].request.url'] });
+    expect(res.body.entry[1].response.status).toBe('200 OK');
+    expect(res.body.entry[1].resource.id).toBe('p1');
+  });
+
+  test('a transaction entry with a malformed url is 400 and commits nothing', async () => {
+    const before = await stored();
+    const res = await post(
+      '/fhir',
+      JSON.stringify({
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [
+          { request: { method: 'POST', url: 'Patient' }, resource: { resourceType: 'Patient' } },
+          { request: { method: 'GET', url: 'Patient/a%ZZ' } },
+        ],
+      }),
+    )();
+    expect(res.status).toBe(400);
+    expect(res.body.issue[0]).toMatchObject({ code: 'invalid', expression: ['Bundle.entry[1].request.url'] });
+    expect(await stored()).toEqual(before);
+  });
+
+  test('a transaction entry with ifNoneExist is 400 not-supported and commits nothing', async () => {
+    const before = await stored();
+    const res = await post(
+      '/fhir',
+      JSON.stringify({
+        resourceType: 'Bundle',
+        type: 'transaction',
+        entry: [{ request: { method: 'POST', url: 'Patient', ifNoneExist: 'identifier=a|b' }, resource: { resourceType: 'Patient' } }],
+      }),
+    )();
+    expect(res.status).toBe(400);
+    expect(res.body.issue[0]).toMatchObject({ code: 'not-supported' });
+    expect(await stored()).toEqual(before);
+  });
+
+  test.each([
+    ['an empty FHIRPath Patch', FHIR_JSON, { resourceType: 'Parameters' }],
+    ['a FHIRPath Patch with no operations', FHIR_JSON, { resourceType: 'Parameters', parameter: [] }],
+    ['an empty JSON Patch', 'application/json-patch+json', []],
+    ['a FHIRPath Patch replacing a value by itself', FHIR_JSON, { resourceType: 'Parameters', parameter: [replace('Patient.active', { valueBoolean: true })] }],
+  ])('%s answers 200 with the current version and writes none', async (_name, contentType, body) => {
+    const before = await stored();
+    const current = await request(app).get('/fhir/Patient/p1').expect(200);
+    const res = await request(app).patch('/fhir/Patient/p1').set('Content-Type', contentType).send(JSON.stringify(body));
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual(current.body);
+    expect(res.headers.etag).toBe(current.headers.etag);
+    expect(await stored()).toEqual(before);
+  });
+
+  test('a 10,000-parameter GET gets a 431 OperationOutcome, not a bare status line', async () => {
+    const server = http.createServer(app);
+    answerClientErrors(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const query = Array.from({ length: 10000 }, (_, i) => `identifier=x${i}`).join('&');
+      const res = await fetch(`http://127.0.0.1:${port}/fhir/Patient?${query}`);
+      expect(res.status).toBe(431);
+      expect(res.headers.get('svc-api-version')).toBeTruthy();
+      const body = (await res.json()) as { resourceType: string; issue: { code: string }[] };
+      expect(body.resourceType).toBe('OperationOutcome');
+      expect(body.issue[0].code).toBe('too-costly');
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+});
