@@ -8,7 +8,10 @@ import {
   XmlSerializationError,
   fromXml,
   negotiateFormat,
+  MAX_DEPTH,
   parseBody,
+  parseJson,
+  pathSegments,
   toXml,
 } from '../../src/fhir/formats';
 
@@ -442,5 +445,46 @@ describe('parseBody', () => {
 
   test('refuses malformed XML with FhirXmlError', () => {
     expect(() => parseBody(FHIR_XML, '<Slot xmlns="http://hl7.org/fhir">')).toThrow(FhirXmlError);
+  });
+});
+
+describe('parseJson', () => {
+  test.each([
+    ['quotes, braces and colons inside strings', '{"a":"x\\"y{\\"a\\":1}","b":"[\\\\","c":{"a":1}}'],
+    ['the same key in sibling objects', '{"a":{"k":1},"b":{"k":2},"c":[{"k":1},{"k":2}]}'],
+    ['nesting at the limit', `${'{"a":'.repeat(MAX_DEPTH - 1)}{}${'}'.repeat(MAX_DEPTH - 1)}`],
+    ['a key that only contains a prototype name', '{"myconstructor":1,"__proto":2}'],
+  ])('accepts %s', (_name, text) => {
+    expect(parseJson(text)).toEqual(JSON.parse(text));
+  });
+
+  test.each([
+    ['a duplicate key', '{"a":1,"b":{"c":1,"c":2}}', "Duplicate property 'c'", '$this.b.c'],
+    ['a duplicate key written with an escape', '{"ab":1,"a\\u0062":2}', "Duplicate property 'ab'", '$this.ab'],
+    ['a duplicate key after an array', '{"resourceType":"Patient","name":[{"given":["a"],"given":["b"]}]}', "Duplicate property 'given'", 'Patient.name[0].given'],
+    ['__proto__', '{"__proto__":{}}', "Property name '__proto__'", '$this.__proto__'],
+    ['valueOf', '{"a":[1,{"valueOf":1}]}', "Property name 'valueOf'", '$this.a[1].valueOf'],
+    ['nesting one past the limit', `${'{"a":'.repeat(MAX_DEPTH)}{}${'}'.repeat(MAX_DEPTH)}`, `deeper than ${MAX_DEPTH}`, undefined],
+    ['arrays of arrays (never FHIR) past the limit', `${'['.repeat(MAX_DEPTH + 2)}${']'.repeat(MAX_DEPTH + 2)}`, `deeper than ${MAX_DEPTH}`, undefined],
+    ['malformed JSON', '{"a":', 'Malformed JSON', undefined],
+  ])('refuses %s with a 400 structure error', (_name, text, message, expression) => {
+    let error: unknown;
+    try {
+      parseJson(text);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(FhirJsonError);
+    expect((error as FhirJsonError).message).toContain(message);
+    if (expression) expect((error as FhirJsonError).expression).toBe(expression);
+  });
+});
+
+describe('pathSegments', () => {
+  test('decodes each segment', () => {
+    expect(pathSegments('/Patient/a%2Fb/_history/1')).toEqual(['Patient', 'a/b', '_history', '1']);
+  });
+  test.each(['/Patient/%E0%A4%A', '/Patient/a%ZZ', '/%/x'])('%s is a 400 invalid, not a URIError', (path) => {
+    expect(() => pathSegments(path)).toThrow(expect.objectContaining({ status: 400, code: 'invalid' }));
   });
 });
