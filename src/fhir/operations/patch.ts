@@ -1,4 +1,3 @@
-import { isDeepStrictEqual } from 'node:util';
 import type { OperationDefinition, Resource } from '@medplum/fhirtypes';
 import { RESOURCE_TYPES } from '../../store/search/parameters';
 import { visible } from '../../store/repository';
@@ -49,9 +48,10 @@ async function patch(req: FhirRequest, env: FhirEnv, type: string, id: string): 
     // If-Match first: a stale patch is refused as stale, whatever it would change.
     checkIfMatch(req.headers.ifMatch, row.versionId);
     const patched = { ...apply(row.resource, req.body, jsonPatch), id };
-    // A patch that changes nothing (no operations, or operations that end where they began)
-    // writes no version: the current one is the answer.
-    if (sameJson(patched, { ...row.resource, id })) return row.resource;
+    // A patch without operations asks for no change: it writes no version, the current one is
+    // the answer. (Operations that end where they began still write one, as a PUT of the same
+    // content does.)
+    if (hasNoOperations(req.body)) return row.resource;
     // Domain rules first: a patch touching an element that must not change (Appointment.start,
     // ...) is refused for that (400) even when the result would also be invalid.
     await runWriteHooks({ interaction: 'patch', type, resource: patched, previous: row.resource, req, repo, ctx: env.ctx });
@@ -76,7 +76,9 @@ function checkIfMatch(ifMatch: string | undefined, current: number): void {
   if (!m || Number(m[1]) !== current) throw preconditionFailed(`If-Match ${ifMatch} does not match the current version W/"${current}"`);
 }
 
-/** Same JSON content, key order and object prototypes aside (structuredClone may use another realm's). */
-function sameJson(a: unknown, b: unknown): boolean {
-  return isDeepStrictEqual(JSON.parse(JSON.stringify(a)), JSON.parse(JSON.stringify(b)));
+/** `[]` (JSON Patch) or Parameters without `parameter`: checked after apply() accepted the shape. */
+function hasNoOperations(body: unknown): boolean {
+  if (Array.isArray(body)) return body.length === 0;
+  const parameters = (body as { parameter?: unknown[] }).parameter;
+  return parameters === undefined || parameters.length === 0;
 }
