@@ -6,6 +6,9 @@ import { handle, route } from './interactions';
 import { badRequest, notSupported, OperationOutcomeError, outcome, issue } from './outcomes';
 import type { FhirEnv, FhirRequest, FhirResponse } from './request';
 
+/** R4 Bundle.entry.request.method, required binding http-verb. */
+const HTTP_VERBS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH']);
+
 /** FHIR processing order for transactions (http.html#trules). */
 const ORDER: Record<string, number> = { DELETE: 0, POST: 1, PUT: 2, PATCH: 3, GET: 4, HEAD: 4 };
 
@@ -24,6 +27,7 @@ export async function processBundle(req: FhirRequest, env: FhirEnv): Promise<Bun
     if (e.request !== undefined && !isObject(e.request)) throw badRequest(`entry ${i}: request must be an object`, `Bundle.entry[${i}].request`, 'structure');
     if (!e.request?.method || !e.request.url) throw badRequest(`entry ${i}: request.method and request.url are required`, `Bundle.entry[${i}].request`);
     if (typeof e.request.method !== 'string' || typeof e.request.url !== 'string') throw badRequest(`entry ${i}: request.method and request.url must be strings`, `Bundle.entry[${i}].request`, 'structure');
+    if (!HTTP_VERBS.has(e.request.method)) throw badRequest(`entry ${i}: request.method must be one of ${[...HTTP_VERBS].join(', ')}`, `Bundle.entry[${i}].request.method`, 'code-invalid');
   });
   if (bundle.type === 'batch') return batch(entries, req, env);
   return transaction(entries, req, env);

@@ -54,6 +54,7 @@ describe('hostile input', () => {
     ['Bundle.entry a string', post('/fhir', bundle('abc')), 400, 'structure', 'Bundle.entry'],
     ['Bundle.entry.request a string', post('/fhir', bundle([{ request: 'GET' }])), 400, 'structure', 'Bundle.entry[0].request'],
     ['Bundle.entry.request.method a number', post('/fhir', bundle([{ request: { method: 5, url: 'Patient' } }])), 400, 'structure', 'Bundle.entry[0].request'],
+    ['Bundle.entry.request.method not an HTTP verb', post('/fhir', bundle([{ request: { method: 'FOO', url: 'Patient' } }])), 400, 'code-invalid', 'Bundle.entry[0].request.method'],
     ['$book parameter [null]', post('/fhir/Appointment/$book', bookParameters([null])), 400, 'structure', 'Parameters.parameter[0]'],
     ['$book parameter an object', post('/fhir/Appointment/$book', bookParameters({})), 400, 'structure', 'Parameters.parameter'],
     ['vread of a version beyond integer range', get('/fhir/Patient/p1/_history/2147483648'), 404, 'not-found'],
