@@ -8,6 +8,7 @@ import { createLogger, type Logger } from './logger';
 import { DataDirInUse, openDb, type Db } from './store/db';
 import { migrate } from './store/migrate';
 import { fhirEnv } from './fhir';
+import { API_VERSION } from './guard';
 import { preloadValidation } from './fhir/validation';
 import { demoResources } from './store/demo';
 import { startSubscriptions, stopSubscriptions } from './subscriptions';
@@ -131,6 +132,7 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
     if (config.demoData) await loadDemoData(context);
     const app = createApp(context);
     server = http.createServer(app);
+    answerClientErrors(server);
     await listen(server, config);
     // Every replica works the job queue and sweeps up jobs a crashed replica left behind.
     await startJobs(context);
@@ -218,6 +220,32 @@ function errorText(err: unknown): string {
   if (err instanceof AggregateError && err.errors.length > 0) return errorText(err.errors[0]);
   if (err instanceof Error) return err.message || (err as NodeJS.ErrnoException).code || err.name;
   return String(err);
+}
+
+/**
+ * What Node refuses before the app sees a request (request line plus headers over
+ * --max-http-header-size, 16 KB by default; a malformed request line) gets an OperationOutcome
+ * instead of Node's bare status line (CONTRACT 3: coded errors, SVC-API-Version everywhere).
+ * A search too long for a URL belongs in `POST [type]/_search` (security.md 6 row 43).
+ */
+export function answerClientErrors(server: http.Server): void {
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    if (err.code === 'ECONNRESET' || !socket.writable) return void socket.destroy();
+    const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+    const status = tooLarge ? 431 : 400;
+    const diagnostics = tooLarge
+      ? 'Request line and headers are too large: send long searches as POST [type]/_search with a form body'
+      : 'Malformed HTTP request';
+    const body = JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: tooLarge ? 'too-costly' : 'structure', diagnostics }] });
+    socket.end(
+      `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n` +
+        'Content-Type: application/fhir+json; charset=UTF-8\r\n' +
+        `SVC-API-Version: ${API_VERSION}\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+        'Connection: close\r\n\r\n' +
+        body,
+    );
+  });
 }
 
 /** Demo calendars on first start: only into an empty store, so a restart never duplicates them. */
