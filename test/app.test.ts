@@ -20,9 +20,19 @@ describe('app shell', () => {
     expect(ready.body).toEqual({ status: 'ready' });
   });
 
-  test('an unknown path answers 404 with the error object', async () => {
+  test('an unknown path answers 404 with the guard error object', async () => {
     const res = await request(createApp(ctx)).get('/nope');
     expect(res.status).toBe(404);
-    expect(res.body.error).toBe('resource_not_found');
+    expect(res.body).toEqual({
+      error: 'resource_not_found',
+      error_description: 'no such endpoint',
+      error_uri: `${ctx.config.publicUrl}/svc/v1/errors#resource_not_found`,
+    });
+  });
+
+  test('readiness answers 503 while the store does not answer', async () => {
+    const down = { ...ctx, db: { ...ctx.db, query: () => Promise.reject(new Error('connection terminated')) } };
+    const res = await request(createApp(down)).get('/readyz');
+    expect([res.status, res.body]).toEqual([503, { status: 'unavailable' }]);
   });
 });

@@ -22,7 +22,7 @@ describe('signing keys (issue 5 point 1)', () => {
     const kid = decodeHeader(res.body.access_token).kid as string;
     const row = (await h.ctx.db.query<{ private_enc: string; public_jwk: Record<string, string> }>('SELECT private_enc, public_jwk FROM guard_signing_key WHERE kid = $1', [kid])).rows[0];
     expect(row.private_enc).not.toMatch(/BEGIN|MIG/);
-    const kek = aesGcmKeyEncryption(crypto.createHash('sha256').update('test-secret-for-keys').digest());
+    const kek = aesGcmKeyEncryption(crypto.createHash('sha256').update('test-secret-for-keys-of-32-characters').digest());
     const key = crypto.createPrivateKey({ key: kek.open(row.private_enc), format: 'der', type: 'pkcs8' });
     expect(crypto.createPublicKey(key).export({ format: 'jwk' })).toMatchObject({ x: row.public_jwk.x, y: row.public_jwk.y });
     expect(() => aesGcmKeyEncryption(crypto.randomBytes(32)).open(row.private_enc)).toThrow();
