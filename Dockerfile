@@ -6,6 +6,8 @@ COPY src ./src
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev
 
 FROM node:20-bookworm-slim
+# Production: the container refuses to start without CARD_TRUST_ANCHORS (a mounted PEM file) and
+# GUARD_KEY_SECRET (32+ characters); see docker-compose.yml.
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules

@@ -14,6 +14,10 @@ const USAGE = `usage: terminus <command>
 async function main(argv: string[]): Promise<number> {
   const [command = 'serve', ...args] = argv;
   if (['-h', '--help', 'help', 'dev-pki'].includes(command)) return runWithoutConfig(command, args);
+  if (!['serve', 'migrate', 'import'].includes(command)) {
+    process.stderr.write(`terminus: unknown command "${command}"\n${USAGE}\n`);
+    return 2;
+  }
   const config = loadConfig();
   switch (command) {
     case 'serve':
@@ -25,12 +29,8 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(db.applied.length ? `applied ${db.applied.join(', ')}\n` : 'schema up to date\n');
       return 0;
     }
-    case 'import': {
-      return runImport(config, args);
-    }
     default:
-      process.stderr.write(`terminus: unknown command "${command}"\n${USAGE}\n`);
-      return 2;
+      return runImport(config, args);
   }
 }
 
