@@ -49,13 +49,16 @@ export async function openStore(config: Config): Promise<Db & { applied: string[
     throw new ConfigError(variable, `cannot open the store at ${where}: ${errorText(err)}`);
   }
   try {
-    // pg connects lazily: the first query of the migrations is the connection test.
+    // pg connects lazily, and a host that drops packets never refuses: bound the first answer.
+    await withTimeout(db.query('SELECT 1'), STORE_CONNECT_TIMEOUT_MS, `no answer within ${STORE_CONNECT_TIMEOUT_MS / 1000} s`);
     return Object.assign(db, { applied: await migrate(db) });
   } catch (err) {
-    await db.close().catch(() => undefined);
+    await withTimeout(db.close(), SHUTDOWN_STEP_MS, 'close').catch(() => undefined);
     throw new ConfigError(variable, `cannot use the store at ${where}: ${errorText(err)}`);
   }
 }
+
+const STORE_CONNECT_TIMEOUT_MS = 15_000;
 
 /** A Redis command the guard sends may take this long before its request fails (503). */
 const REDIS_COMMAND_TIMEOUT_MS = 2000;

@@ -4,6 +4,9 @@ import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { connectRedis } from '../src/server';
 
 /**
  * Redis going away under a running server (REDIS_URL through a TCP relay the test cuts): /readyz
@@ -84,6 +87,44 @@ function listening(child: ChildProcess): Promise<string> {
     child.once('exit', (code) => reject(new Error(`serve exited with ${code}`)));
   });
 }
+
+describeWithRedis('the shared Redis connection', () => {
+  test('logs one line when Redis goes away and one when it is back, not one per reconnect attempt', async () => {
+    const target = new URL(redisUrl as string);
+    const sockets = new Set<net.Socket>();
+    const relay = net.createServer((client) => {
+      const upstream = net.connect(Number(target.port || 6379), target.hostname);
+      for (const s of [client, upstream]) {
+        sockets.add(s);
+        s.on('error', () => undefined);
+        s.on('close', () => sockets.delete(s));
+      }
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    const { port } = relay.address() as net.AddressInfo;
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, new Writable({ write: (chunk, _enc, done) => (lines.push(JSON.parse(String(chunk)).msg), done()) }));
+    const redis = await connectRedis(`redis://127.0.0.1:${port}`, logger);
+    try {
+      expect(await redis.ping()).toBe('PONG');
+      // Refuse connections for a while: ioredis retries many times meanwhile.
+      for (const s of sockets) s.destroy();
+      relay.close();
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await expect(redis.ping()).rejects.toThrow();
+      await new Promise<void>((resolve) => relay.listen(port, '127.0.0.1', resolve));
+      const until = Date.now() + 10_000;
+      while (redis.status !== 'ready' && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(await redis.ping()).toBe('PONG');
+      expect(lines).toEqual([expect.stringMatching(/^redis unreachable/), 'redis reachable again']);
+    } finally {
+      redis.disconnect();
+      relay.close();
+      for (const s of sockets) s.destroy();
+    }
+  }, 20_000);
+});
 
 function get(url: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
