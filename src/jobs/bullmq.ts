@@ -38,16 +38,40 @@ export class BullMqQueue implements JobQueue {
     this.worker.on('failed', (job, err) => {
       if (!(err instanceof RetryLater)) logger.error({ err, jobId: job?.id }, 'job failed');
     });
-    this.worker.on('error', (err) => logger.error({ err }, 'job worker error'));
+    // One line per Redis outage, not one per reconnect attempt (the connections say when it is back).
+    let down = false;
+    const onError = (err: Error) => {
+      if (down) return;
+      down = true;
+      logger.error({ err }, 'job queue: Redis unavailable');
+    };
+    this.worker.on('error', onError);
+    this.queue.on('error', onError);
+    for (const c of this.connections) c.on('ready', () => (down = false));
   }
 
   async enqueue(id: string): Promise<void> {
     await this.queue.add('run', { id }, { jobId: id });
   }
 
+  /** Lets running jobs finish for up to CLOSE_WAIT_MS (Redis may be gone), then stops hard: an abandoned job is retried by its id. */
   async close(): Promise<void> {
-    await this.worker.close();
-    await this.queue.close();
+    if (!(await within(this.worker.close(), CLOSE_WAIT_MS))) await within(this.worker.close(true), CLOSE_WAIT_MS);
+    await within(this.queue.close(), CLOSE_WAIT_MS);
     for (const c of this.connections) c.disconnect();
   }
+}
+
+const CLOSE_WAIT_MS = 5000;
+
+/** Whether `work` settled within `ms` (its failure counts as settled: closing is best effort). */
+function within(work: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    timer.unref();
+    work.then(
+      () => (clearTimeout(timer), resolve(true)),
+      () => (clearTimeout(timer), resolve(true)),
+    );
+  });
 }
