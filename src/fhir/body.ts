@@ -13,8 +13,8 @@ const undecodable = new WeakMap<Request, Error>();
 /**
  * Reads any request body as UTF-8 text, once: the FHIR adapter parses it by Content-Type, and the
  * enforcement point reads a transaction Bundle through the same parser first (the second call
- * then finds the body read and skips). CONTRACT 3: FHIR bodies are UTF-8; another charset is 415,
- * bytes that are not UTF-8 are 400.
+ * then finds the body read and skips). CONTRACT 3: FHIR bodies are UTF-8; a FHIR body labelled
+ * with another charset is 415, bytes that are not UTF-8 are 400.
  */
 export function fhirBodyText(): RequestHandler {
   const raw = express.raw({ type: () => true, limit: BODY_LIMIT });
@@ -36,7 +36,9 @@ export function fhirBodyText(): RequestHandler {
 
 function decodeUtf8(contentType: string | undefined, bytes: Buffer): string {
   const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
-  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+  // A search form's charset label is not a FHIR body's: its bytes just have to be UTF-8 (ASCII with percent-escapes is).
+  const form = /^\s*application\/x-www-form-urlencoded/i.test(contentType ?? '');
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8' && !form) {
     throw new UnsupportedMediaType(`Unsupported charset '${charset}': FHIR bodies are UTF-8`);
   }
   try {

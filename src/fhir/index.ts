@@ -68,7 +68,7 @@ function toOutcomeError(err: unknown): OperationOutcomeError | undefined {
     const expression = err.expression ?? (err.status === 400 && !(err instanceof MalformedUrl) ? WHOLE_BODY : undefined);
     return new OperationOutcomeError(err.status, [issue(err.code as 'structure', err.message, expression)]);
   }
-  // body-parser: payload too large / bad charset
+  // body-parser: payload too large (charset and UTF-8 are checked in body.ts)
   const status = (err as { status?: number; type?: string })?.status;
   if (status === 413) return new OperationOutcomeError(413, [issue('too-costly', `Request body larger than ${BODY_LIMIT}`)]);
   if (status === 415) return new OperationOutcomeError(415, [issue('not-supported', 'Unsupported request body encoding')]);

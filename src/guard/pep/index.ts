@@ -117,7 +117,10 @@ async function enforce(pep: Pep, req: Request, res: Response): Promise<void> {
   withinRateLimit(ledger.rate, res); // per client_id, x-rate-limit-*
   proofIsFresh(ledger.fresh); // jti once across replicas
   const r = routeOf(req);
-  const reach = r ? reachOf(await fhirRequestOf(pep, req, r), r) : undefined; // every interaction and type the request touches
+  const runner = settings.upstreamUrl ? 'upstream' : 'embedded';
+  const read = r && (await fhirRequestOf(pep, req, r));
+  const reach = r && read ? reachOf(read, r, runner) : undefined; // every interaction and type the request touches
+  if (reach && read?.unreadable && runner === 'upstream') reach.unfollowed.push(read.unreadable);
   if (reach) await hasScopes(pep, reach, facts.scopes); // SMART v2 scopes of all of them
   const popp = await patientPresence(pep, req, reach, token.sub, now); // PoPP where configured: missing 400, invalid 403
   req.headers[USER_INFO] = facts.userInfo; // seed 000 2.11
@@ -189,37 +192,43 @@ async function hasScopes(pep: Pep, reach: Reach, granted: string[]): Promise<voi
  * The request as the FHIR layer will see it (fhir/index.ts): the raw query pairs, the form
  * parameters of `POST [type]/_search`, the Bundle of `POST /fhir`. Other bodies stay unread.
  */
-async function fhirRequestOf(pep: Pep, req: Request, r: Route): Promise<ReachRequest> {
+async function fhirRequestOf(pep: Pep, req: Request, r: Route): Promise<ReachRequest & { unreadable?: string }> {
   const path = pathSegments(req.path);
   const query = rawQuery(req);
   const bundle = r.interaction === 'transaction' || r.interaction === 'batch';
   const formSearch = r.interaction === 'search-type' && req.method === 'POST';
   if (!bundle && !formSearch) return { method: req.method, path, query };
   const text = await bodyText(pep, req);
-  if (!text.trim()) return { method: req.method, path, query };
   const contentType = req.header('content-type');
   if (formSearch) {
-    const form = contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded') ? [...new URLSearchParams(text).entries()] : [];
-    return { method: req.method, path, query: [...query, ...form] };
+    if (text === undefined || (text.trim() && !contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded'))) {
+      return { method: req.method, path, query, unreadable: 'the search form cannot be read' };
+    }
+    return { method: req.method, path, query: [...query, ...new URLSearchParams(text).entries()] };
   }
+  if (!text?.trim()) return { method: req.method, path, query };
   try {
     return { method: req.method, path, query, body: parseBody(contentType, text) };
   } catch {
-    return { method: req.method, path, query }; // unparsable: the FHIR layer's 400
+    return { method: req.method, path, query }; // unparsable: no Bundle to follow (request-reach.ts)
   }
 }
 
-/** Reads the body before the FHIR layer does (its parser then skips); too large is 413. */
-async function bodyText(pep: Pep, req: Request): Promise<string> {
+/**
+ * Reads the body before the FHIR layer does (its parser then skips); too large is 413. A body
+ * that is not UTF-8 is `undefined` here: our FHIR layer answers its OperationOutcome and runs
+ * nothing; for an upstream it fails closed (request-reach.ts `unparsable`, `unreadable`).
+ */
+async function bodyText(pep: Pep, req: Request): Promise<string | undefined> {
   await new Promise<void>((resolve, reject) =>
     pep.readBody(req, {} as Response, (err?: unknown) => {
-      // Not UTF-8 or another charset: nothing runs, the FHIR layer answers its OperationOutcome.
       if (!err || err instanceof FhirFormatError) return resolve();
       const status = (err as { status?: number }).status;
       reject(status === 413 ? new InvalidRequest('the request body is too large', { status: 413 }) : new InvalidRequest('the request body cannot be read'));
     }),
   );
-  return typeof req.body === 'string' ? req.body : '';
+  if (typeof req.body === 'string') return req.body;
+  return req.body === undefined || (Buffer.isBuffer(req.body) && req.body.length === 0) ? '' : undefined;
 }
 
 /** Raw query pairs in order, as the FHIR layer reads them (repeats AND, commas OR). */

@@ -17,7 +17,7 @@ export interface Reach {
   routes: Route[];
   /** Types a search finds or filters on besides its own: `_revinclude`, `_has`, chains (SMART `s`). */
   searched: Set<string>;
-  /** Types a search returns by following its matches' references, `_include` (SMART `r`: as a read of each reference). */
+  /** Types a search returns by following its matches' references, `_include` (for PoPP; the FHIR layer returns only those the token may read). */
   included: Set<string>;
   /** What the enforcement point cannot follow (an entry it cannot route, a nested Bundle, a query it cannot parse): fail closed. */
   unfollowed: string[];
@@ -25,11 +25,24 @@ export interface Reach {
 
 export type ReachRequest = Pick<FhirRequest, 'method' | 'path' | 'query' | 'body'>;
 
+/**
+ * Who runs the request. `embedded`: our own FHIR layer, with the same parsers, so a query or
+ * Bundle the enforcement point cannot parse runs nothing there (it answers 400) and needs no
+ * scope. `upstream` (proxy mode, UPSTREAM_URL): another server that may read what we cannot, so
+ * whatever we cannot parse fails closed.
+ */
+export type Runner = 'embedded' | 'upstream';
+
 /** The reach of a request already routed to `r` (an unroutable request runs nothing: the FHIR layer answers 404/405/400). */
-export function reachOf(req: ReachRequest, r: Route): Reach {
+export function reachOf(req: ReachRequest, r: Route, runner: Runner = 'embedded'): Reach {
   const reach: Reach = { routes: [], searched: new Set(), included: new Set(), unfollowed: [] };
-  follow(reach, req, r, false);
+  follow(reach, req, r, false, runner);
   return reach;
+}
+
+/** Something the enforcement point cannot parse: nothing for our FHIR layer, everything for an upstream. */
+function unparsable(reach: Reach, runner: Runner, what: string): void {
+  if (runner === 'upstream') reach.unfollowed.push(what);
 }
 
 /** The reach of a stored request (an async job's payload); one that does not route reaches nothing it could run. */
@@ -41,14 +54,14 @@ export function reachOfStored(req: ReachRequest): Reach | undefined {
   }
 }
 
-function follow(reach: Reach, req: ReachRequest, r: Route, inBundle: boolean): void {
+function follow(reach: Reach, req: ReachRequest, r: Route, inBundle: boolean, runner: Runner): void {
   reach.routes.push(r);
-  if (r.interaction === 'search-type') searchReach(reach, r.type!, req.query);
+  if (r.interaction === 'search-type') searchReach(reach, r.type!, req.query, runner);
   if (r.interaction !== 'transaction' && r.interaction !== 'batch') return;
   // The FHIR layer refuses a Bundle inside a Bundle (fhir/transaction.ts); should it ever run one, it needs everything.
   if (inBundle) return void reach.unfollowed.push('a Bundle nested in a Bundle');
   const bundle = req.body as Bundle | undefined;
-  if (!bundle || typeof bundle !== 'object' || bundle.resourceType !== 'Bundle' || !Array.isArray(bundle.entry)) return; // the FHIR layer answers 400
+  if (!bundle || typeof bundle !== 'object' || bundle.resourceType !== 'Bundle' || !Array.isArray(bundle.entry)) return unparsable(reach, runner, 'the Bundle cannot be read');
   bundle.entry.forEach((entry, i) => {
     const entryReq = entryRequest(entry?.request?.method, entry?.request?.url, entry?.resource);
     let entryRoute: Route | undefined;
@@ -58,7 +71,7 @@ function follow(reach: Reach, req: ReachRequest, r: Route, inBundle: boolean): v
       entryRoute = undefined;
     }
     if (!entryReq || !entryRoute) return void reach.unfollowed.push(`Bundle.entry[${i}] cannot be routed`);
-    follow(reach, entryReq, entryRoute, true);
+    follow(reach, entryReq, entryRoute, true, runner);
   });
 }
 
@@ -75,14 +88,15 @@ function entryRequest(method: unknown, url: unknown, resource: unknown): ReachRe
 
 /**
  * The types a search reaches through its query, read by the store's own parser (lenient: what it
- * ignores never runs; what it accepts is a superset of what strict handling accepts).
+ * ignores never runs; what it accepts is a superset of what strict handling accepts). A query it
+ * refuses runs nothing in our FHIR layer, which answers the same 400.
  */
-function searchReach(reach: Reach, type: string, query: [string, string][]): void {
+function searchReach(reach: Reach, type: string, query: [string, string][], runner: Runner): void {
   let request;
   try {
     request = parseSearch(type, query).request;
   } catch {
-    return void reach.unfollowed.push(`the search on ${type} cannot be parsed`);
+    return unparsable(reach, runner, `the search on ${type} cannot be parsed`);
   }
   for (const f of request.filters) {
     for (const link of f.chain) reach.searched.add(link.targetType ?? ANY_TYPE);

@@ -27,8 +27,8 @@ const OPERATIONS: Record<string, (r: Route) => ScopeNeed[]> = {
 /**
  * Issue 6 point 2: the scopes a request needs, from its reach (request-reach.ts): every
  * interaction that runs (a transaction's or batch's entries included), `s` on every type its
- * searches reach through `_revinclude`, `_has` and chains, `r` on every type `_include` returns
- * (following a match's reference is a read of it), and every permission on
+ * searches reach through `_revinclude`, `_has` and chains (what `_include` returns the FHIR layer
+ * cuts down to the types the token may read, fhir/search.ts), and every permission on
  * every type (`system/*.cruds`) when the reach has anything the enforcement point cannot follow.
  * Async polling (`_async/{id}`) needs what the polled request needed (`polled`: the job that runs it).
  */
@@ -36,7 +36,6 @@ export function requiredScopes(reach: Reach, more: { polled?: PolledJob } = {}):
   const needs = new Set<ScopeNeed>();
   for (const r of reach.routes) for (const n of r.interaction === 'async-status' ? (more.polled ? pollScopes(more.polled) : []) : scopesFor(r)) needs.add(n);
   for (const type of reach.searched) needs.add(need(type, 's'));
-  for (const type of reach.included) needs.add(need(type, 'r'));
   if (reach.unfollowed.length) for (const p of ALL) needs.add(need(ANY_TYPE, p));
   return [...needs];
 }

@@ -1,5 +1,6 @@
 import type { TestToken } from '../helpers/get-token';
-import { call, decodePayload, institution, pepHarness, type PepHarness } from './helpers';
+import request from 'supertest';
+import { call, decodePayload, institution, pepHarness, proofFor, type PepHarness } from './helpers';
 import { loopbackServer, type LoopbackServer } from './loopback';
 
 const STRICT_B64URL = /^[A-Za-z0-9_-]+$/;
@@ -117,6 +118,37 @@ describe('proxy mode: forwarded identity headers, Forwarded, svc-cause', () => {
     expect(last().url).toBe('/base/fhir/metadata');
     expect(last().headers['svc-user-info']).toBeUndefined();
   });
+  describe('what the enforcement point cannot read is never forwarded on trust (fails closed)', () => {
+    const bundle = JSON.stringify({ resourceType: 'Bundle', type: 'transaction', entry: [{ resource: { resourceType: 'Patient', id: 'p1', active: true }, request: { method: 'PUT', url: 'Patient/p1' } }] });
+    const rows: [string, string, string][] = [
+      ['a readable transaction (the baseline)', bundle, 'application/fhir+json'],
+      ['a transaction labelled with another charset', bundle, 'application/fhir+json; charset=iso-8859-1'],
+      ['a transaction with a repeated key', bundle.replace('"type":"transaction"', '"type":"transaction","type":"transaction"'), 'application/fhir+json'],
+      ['a transaction that is not JSON', `${bundle}}`, 'application/fhir+json'],
+    ];
+    test.each(rows)('%s: 403 insufficient_scope for a requestor (Patient.cr), nothing reaches the upstream', async (_name, body, contentType) => {
+      const before = upstream.requests.length;
+      const res = await call(h, t, 'POST', '', { body, contentType });
+      expect([res.status, res.body.error]).toEqual([403, 'insufficient_scope']);
+      expect(upstream.requests.length).toBe(before);
+    });
+
+    test('a search form that cannot be read: 403, nothing forwarded', async () => {
+      const before = upstream.requests.length;
+      // `_revinclude=Appointment:slot&x=<0xFF>`: not UTF-8, so the enforcement point cannot see the _revinclude.
+      const form = Buffer.concat([Buffer.from('_revinclude=Appointment:slot&x='), Buffer.from([0xff])]);
+      const res = await request(h.app)
+        .post('/fhir/Slot/_search')
+        .set('Authorization', `DPoP ${t.accessToken}`)
+        .set('DPoP', await proofFor(h, t.dpopKey, 'POST', '/Slot/_search', t.accessToken))
+        .set('Content-Type', 'application/x-www-form-urlencoded')
+        .serialize(((raw: Buffer) => raw) as unknown as (obj: unknown) => string) // as bytes: superagent would encode a Buffer as a form of its own
+        .send(form);
+      expect([res.status, res.body.error]).toEqual([403, 'insufficient_scope']);
+      expect(upstream.requests.length).toBe(before);
+    });
+  });
+
 });
 
 describe('proxy mode: an unreachable upstream', () => {

@@ -1,12 +1,11 @@
 import { route } from '../../../src/fhir/interactions';
 import { requiresPopp, reachRequiresPopp } from '../../../src/guard/pep/popp/popp-routes';
-import { reachOf, type ReachRequest } from '../../../src/guard/pep/request-reach';
+import { reachOf, type Runner, type ReachRequest } from '../../../src/guard/pep/request-reach';
 import { requiredScopes } from '../../../src/guard/pep/required-scopes';
 
 const EVERYTHING = 'system/*.c system/*.r system/*.u system/*.d system/*.s';
 const ACTORS = ['Practitioner', 'Patient', 'HealthcareService', 'PractitionerRole', 'RelatedPerson', 'Location'];
 const ACTOR_TYPES = ACTORS.map((t) => `system/${t}.s`).join(' ');
-const ACTOR_READS = ACTORS.map((t) => `system/${t}.r`).join(' ');
 
 /** `GET /Slot?a=b` as the enforcement point sees it. */
 function get(pathAndQuery: string): ReachRequest {
@@ -24,23 +23,23 @@ function nestedBatches(depth: number, innermost: unknown): unknown {
   return b;
 }
 
-const needsOf = (req: ReachRequest) => requiredScopes(reachOf(req, route({ ...req, headers: {} }))).join(' ');
+const needsOf = (req: ReachRequest, runner: Runner = 'embedded') => requiredScopes(reachOf(req, route({ ...req, headers: {} }), runner)).join(' ');
 
 /** Issue 6 point 2, review holes 1 and 2: what reaches other types through the query or a Bundle needs their scopes too. */
 describe('required scopes of a request', () => {
   const table: [string, ReachRequest, string][] = [
     ['a plain search', get('/Slot?status=free'), 'system/Slot.s'],
     ['_revinclude: the including type', get('/Slot?_id=X&_revinclude=Appointment:slot'), 'system/Slot.s system/Appointment.s'],
-    ['_include with one target: a read of each reference', get('/Appointment?_include=Appointment:patient'), 'system/Appointment.s system/Patient.r'],
-    ['_include with a :Type suffix', get('/Appointment?_include=Appointment:actor:Location'), 'system/Appointment.s system/Location.r'],
-    ['_include of a multi-target reference without suffix: every stored target', get('/Appointment?_include=Appointment:actor'), `system/Appointment.s ${ACTOR_READS}`],
-    ['_include:iterate', get('/Slot?_include:iterate=Slot:schedule'), 'system/Slot.s system/Schedule.r'],
+    ['_include: the FHIR layer returns only what the token may read, so nothing more', get('/Appointment?_include=Appointment:patient'), 'system/Appointment.s'],
+    ['_include with a :Type suffix', get('/Appointment?_include=Appointment:actor:Location'), 'system/Appointment.s'],
+    ['_include of a multi-target reference without suffix', get('/Appointment?_include=Appointment:actor'), 'system/Appointment.s'],
+    ['_include:iterate', get('/Slot?_include:iterate=Slot:schedule'), 'system/Slot.s'],
     ['_has', get('/Slot?_has:Appointment:slot:status=booked'), 'system/Slot.s system/Appointment.s'],
     ['a typed chain', get('/Slot?schedule.actor:HealthcareService.type=http://s|1'), 'system/Slot.s system/Schedule.s system/HealthcareService.s'],
     ['an untyped chain over a single-target reference', get('/Appointment?slot.status=busy'), 'system/Appointment.s system/Slot.s'],
     ['an untyped chain over a multi-target reference: all its targets', get('/Slot?schedule.actor.name=X'), `system/Slot.s system/Schedule.s ${ACTOR_TYPES}`],
     ['a link past a multi-target one: any type', get('/Slot?schedule.actor.organization.name=X'), `system/Slot.s system/Schedule.s ${ACTOR_TYPES} system/*.s`],
-    ['a search the store cannot parse', get('/Slot?start=not-a-date'), `system/Slot.s ${EVERYTHING}`],
+    ['a search the store cannot parse: our FHIR layer answers 400 and runs nothing', get('/Slot?start=not-a-date'), 'system/Slot.s'],
     [
       'POST _search: form parameters count',
       { method: 'POST', path: ['Slot', '_search'], query: [['_id', 'X'], ['_revinclude', 'Appointment:slot']] },
@@ -57,6 +56,19 @@ describe('required scopes of a request', () => {
 
   test.each(table)('%s', (_name, req, needs) => {
     expect(needsOf(req)).toBe(needs);
+  });
+
+  // Proxy mode: the upstream may read what the enforcement point cannot, so that fails closed.
+  const upstream: [string, ReachRequest, string][] = [
+    ['a search the store cannot parse', get('/Slot?start=not-a-date'), `system/Slot.s ${EVERYTHING}`],
+    ['a transaction whose Bundle cannot be read', post(undefined), EVERYTHING],
+    ['a batch that is not a Bundle', post({ resourceType: 'Parameters' }), EVERYTHING],
+  ];
+  test.each(upstream)('for an upstream, %s: everything', (_name, req, needs) => {
+    expect(needsOf(req, 'upstream')).toBe(needs);
+  });
+  test('for our own FHIR layer, a Bundle it cannot read needs nothing more (it answers 400)', () => {
+    expect(needsOf(post(undefined))).toBe('');
   });
 });
 

@@ -58,7 +58,6 @@ describe('scopes per interaction', () => {
     ['five nested batches', 'POST', '/', deepBatch, EVERYTHING],
     ['batch with an entry that does not route', 'POST', '/', batchOf('Slot/Slot-Free-Example', 'Nonsense/x'), EVERYTHING],
     ['_revinclude: the including type', 'GET', '/Slot?_id=Slot-Free-Example&_revinclude=Appointment:slot', undefined, 'system/Appointment.s'],
-    ['_include: a read of the target type', 'GET', '/Slot?_id=Slot-Free-Example&_include=Slot:schedule', undefined, 'system/Schedule.r'],
     ['_has: the referring type', 'GET', '/Slot?_has:Appointment:slot:status=booked', undefined, 'system/Appointment.s'],
     ['a chain: every type on the way', 'GET', '/Slot?schedule.actor:HealthcareService.type=http://s|1', undefined, 'system/Schedule.s system/HealthcareService.s'],
     ['_revinclude in a POST _search form', 'POST', '/Slot/_search', '_id=Slot-Free-Example&_revinclude=Appointment:slot', 'system/Appointment.s'],
@@ -75,6 +74,21 @@ describe('scopes per interaction', () => {
     expect(res.status).toBe(403);
     expect(res.body.error).toBe('insufficient_scope');
     expect(res.headers['www-authenticate']).toBe(`DPoP error="insufficient_scope", scope="${missing}", algs="ES256"`);
+  });
+
+  test('_include brings only what the token may read: the Slots, not their Schedule, with a warning', async () => {
+    const res = await call(h, narrow, 'GET', '/Slot?_id=Slot-Free-Example&_include=Slot:schedule');
+    expect(res.status).toBe(200);
+    const entries = (res.body.entry ?? []) as { resource: { resourceType: string; issue?: { code: string; diagnostics: string }[] }; search: { mode: string } }[];
+    expect(entries.filter((e) => e.search.mode !== 'outcome').map((e) => `${e.search.mode} ${e.resource.resourceType}`)).toEqual(['match Slot']);
+    const warning = entries.find((e) => e.search.mode === 'outcome')?.resource.issue?.[0];
+    expect(warning?.code).toBe('forbidden');
+    expect(warning?.diagnostics).toMatch(/no read scope for Schedule/);
+  });
+
+  test('a requestor may use the ISiK include Appointment:actor (default scopes)', async () => {
+    const res = await call(h, requestor, 'GET', '/Appointment?_include=Appointment:actor');
+    expect([res.status, res.body.resourceType]).toEqual([200, 'Bundle']);
   });
 
   test('the narrow token does what its scope allows (Slot read and search)', async () => {
