@@ -1,5 +1,5 @@
 import express, { type Request, type RequestHandler } from 'express';
-import { MalformedBody, UnsupportedMediaType } from './formats';
+import { MalformedBody, parseBody, UnsupportedMediaType } from './formats';
 
 /** Largest request body accepted (a transaction Bundle of a few thousand slots fits). */
 export const BODY_LIMIT = '5mb';
@@ -46,4 +46,15 @@ function decodeUtf8(contentType: string | undefined, bytes: Buffer): string {
   } catch {
     throw new MalformedBody('The request body is not valid UTF-8');
   }
+}
+
+/** Bodies already parsed, per request: the enforcement point reads a Bundle first, the FHIR adapter reuses it. */
+const parsed = new WeakMap<Request, unknown>();
+
+/** `parseBody` once per request (a large transaction Bundle is not parsed and checked twice). */
+export function parsedBody(req: Request, contentType: string | undefined, text: string): unknown {
+  if (parsed.has(req)) return parsed.get(req);
+  const value = parseBody(contentType, text);
+  parsed.set(req, value);
+  return value;
 }

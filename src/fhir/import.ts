@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Bundle, BundleEntry, Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
-import { fromXml } from './formats';
+import { fromXml, parseJson } from './formats';
 import { fhirEnv } from './index';
 import { badRequest } from './outcomes';
 import { processBundle } from './transaction';
@@ -36,7 +36,7 @@ export function readResourceFile(file: string): Resource {
   const text = fs.readFileSync(file, 'utf8');
   if (path.extname(file).toLowerCase() === '.xml' || text.trimStart().startsWith('<')) return fromXml(text);
   try {
-    return JSON.parse(text) as Resource;
+    return parseJson(text) as Resource; // the REST layer's rules: BOM, repeated keys, depth
   } catch (err) {
     throw new Error(`${file}: not valid JSON (${(err as Error).message})`);
   }

@@ -3,8 +3,8 @@ import { Router, type NextFunction, type Request, type Response } from 'express'
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import { Repository } from '../store/repository';
-import { BODY_LIMIT, fhirBodyText } from './body';
-import { FHIR_JSON, FHIR_XML, FhirFormatError, MalformedUrl, negotiateFormat, parseBody, parseJson, pathSegments, toXml } from './formats';
+import { BODY_LIMIT, fhirBodyText, parsedBody } from './body';
+import { FHIR_JSON, FHIR_XML, FhirFormatError, MalformedUrl, negotiateFormat, parseJson, pathSegments, queryPairs, toXml } from './formats';
 import { handle } from './interactions';
 import { issue, notSupported, OperationOutcomeError, outcome } from './outcomes';
 import type { FhirEnv, FhirRequest, RequestIdentity } from './request';
@@ -28,7 +28,7 @@ export function fhirRouter(ctx: AppContext, env: FhirEnv = fhirEnv(ctx)): Router
   const router = Router();
   router.use(fhirBodyText());
   router.use(async (req: Request, res: Response, next: NextFunction) => {
-    const query = rawQuery(req);
+    const query = queryPairs(req.originalUrl);
     const format = negotiateFormat(req.header('accept'), query.find(([n]) => n === '_format')?.[1]);
     res.locals.fhirFormat = format ?? 'json';
     try {
@@ -92,11 +92,6 @@ function send(res: Response, status: number, body?: Resource): void {
   }
 }
 
-/** Raw query pairs in order (FHIR repeats AND, commas OR: a parsed object loses both). */
-function rawQuery(req: Request): [string, string][] {
-  const i = req.originalUrl.indexOf('?');
-  return i < 0 ? [] : [...new URLSearchParams(req.originalUrl.slice(i + 1)).entries()];
-}
 
 function toFhirRequest(req: Request, query: [string, string][], identity?: RequestIdentity): FhirRequest {
   const contentType = req.header('content-type');
@@ -110,7 +105,7 @@ function toFhirRequest(req: Request, query: [string, string][], identity?: Reque
     } else if (contentType?.toLowerCase().startsWith('application/json-patch+json')) {
       body = parseJsonPatch(text);
     } else {
-      body = parseBody(contentType, text);
+      body = parsedBody(req, contentType, text);
     }
   }
   return {

@@ -1,9 +1,9 @@
 export { FhirFormatError, FhirJsonError, FhirXmlError, MalformedBody, MalformedUrl, UnsupportedMediaType, XmlSerializationError } from './errors';
 export { fromXml } from './from-xml';
-export { checkJsonText, parseJson } from './json-text';
+export { parseJson } from './json-text';
 export { MAX_DEPTH } from './limits';
 export { FHIR_JSON, FHIR_XML, type FhirFormat } from './media-types';
 export { negotiateFormat } from './negotiate-format';
 export { parseBody } from './parse-body';
 export { toXml } from './to-xml';
-export { pathSegments } from './url-path';
+export { pathSegments, queryPairs } from './url-path';

@@ -16,3 +16,9 @@ export function pathSegments(pathname: string): string[] {
       }
     });
 }
+
+/** Raw query pairs of a request URL in order (FHIR repeats AND, commas OR: a parsed object loses both). */
+export function queryPairs(originalUrl: string): [string, string][] {
+  const i = originalUrl.indexOf('?');
+  return i < 0 ? [] : [...new URLSearchParams(originalUrl.slice(i + 1)).entries()];
+}

@@ -1,9 +1,8 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { AppContext } from '../../context';
 import { route, type Route } from '../../fhir/interactions';
-import { fhirBodyText } from '../../fhir/body';
-import { FhirFormatError, pathSegments } from '../../fhir/formats';
-import { parseBody } from '../../fhir/formats';
+import { fhirBodyText, parsedBody } from '../../fhir/body';
+import { FhirFormatError, pathSegments, queryPairs } from '../../fhir/formats';
 import type { FhirRequest, RequestIdentity } from '../../fhir/request';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 import { InvalidRequest, isGuardError } from '../errors';
@@ -194,7 +193,7 @@ async function hasScopes(pep: Pep, reach: Reach, granted: string[]): Promise<voi
  */
 async function fhirRequestOf(pep: Pep, req: Request, r: Route): Promise<ReachRequest & { unreadable?: string }> {
   const path = pathSegments(req.path);
-  const query = rawQuery(req);
+  const query = queryPairs(req.originalUrl);
   const bundle = r.interaction === 'transaction' || r.interaction === 'batch';
   const formSearch = r.interaction === 'search-type' && req.method === 'POST';
   if (!bundle && !formSearch) return { method: req.method, path, query };
@@ -208,7 +207,7 @@ async function fhirRequestOf(pep: Pep, req: Request, r: Route): Promise<ReachReq
   }
   if (!text?.trim()) return { method: req.method, path, query };
   try {
-    return { method: req.method, path, query, body: parseBody(contentType, text) };
+    return { method: req.method, path, query, body: parsedBody(req, contentType, text) };
   } catch {
     return { method: req.method, path, query }; // unparsable: no Bundle to follow (request-reach.ts)
   }
@@ -231,11 +230,6 @@ async function bodyText(pep: Pep, req: Request): Promise<string | undefined> {
   return req.body === undefined || (Buffer.isBuffer(req.body) && req.body.length === 0) ? '' : undefined;
 }
 
-/** Raw query pairs in order, as the FHIR layer reads them (repeats AND, commas OR). */
-function rawQuery(req: Request): [string, string][] {
-  const i = req.originalUrl.indexOf('?');
-  return i < 0 ? [] : [...new URLSearchParams(req.originalUrl.slice(i + 1)).entries()];
-}
 
 async function polledJob(ctx: AppContext, id: string): Promise<PolledJob | undefined> {
   const r = await ctx.db.query<PolledJob>('SELECT kind, payload FROM async_job WHERE id = $1', [id]);
