@@ -19,24 +19,13 @@ const describeWithRedis = redisUrl ? describe : describe.skip;
 
 describeWithRedis('a running server when Redis goes away', () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-redis-'));
-  const sockets = new Set<net.Socket>();
-  let relay: net.Server;
+  let relay: RedisRelay;
   let server: ChildProcess;
   let url: string;
 
   beforeAll(async () => {
-    const target = new URL(redisUrl as string);
-    relay = net.createServer((client) => {
-      const upstream = net.connect(Number(target.port || 6379), target.hostname);
-      for (const s of [client, upstream]) {
-        sockets.add(s);
-        s.on('error', () => undefined);
-        s.on('close', () => sockets.delete(s));
-      }
-      client.pipe(upstream).pipe(client);
-    });
-    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
-    const { port } = relay.address() as net.AddressInfo;
+    relay = await redisRelay(redisUrl as string);
+    const { port } = relay;
     server = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, '..', 'src', 'main.ts'), 'serve'], {
       env: { PATH: process.env.PATH, PORT: '0', DATA_DIR: dataDir, DEMO_DATA: 'false', LOG_LEVEL: 'info', REDIS_URL: `redis://127.0.0.1:${port}` },
       stdio: ['ignore', 'pipe', 'ignore'],
@@ -55,8 +44,7 @@ describeWithRedis('a running server when Redis goes away', () => {
     expect((await get(`${url}/readyz`)).status).toBe(200);
     expect((await get(`${url}${noncePath}`)).status).toBe(200);
 
-    relay.close();
-    for (const s of sockets) s.destroy();
+    relay.cut();
     await new Promise((resolve) => setTimeout(resolve, 200));
 
     const ready = await get(`${url}/readyz`);
@@ -90,38 +78,25 @@ function listening(child: ChildProcess): Promise<string> {
 
 describeWithRedis('the shared Redis connection', () => {
   test('logs one line when Redis goes away and one when it is back, not one per reconnect attempt', async () => {
-    const target = new URL(redisUrl as string);
-    const sockets = new Set<net.Socket>();
-    const relay = net.createServer((client) => {
-      const upstream = net.connect(Number(target.port || 6379), target.hostname);
-      for (const s of [client, upstream]) {
-        sockets.add(s);
-        s.on('error', () => undefined);
-        s.on('close', () => sockets.delete(s));
-      }
-      client.pipe(upstream).pipe(client);
-    });
-    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
-    const { port } = relay.address() as net.AddressInfo;
+    const relay = await redisRelay(redisUrl as string);
+    const { port } = relay;
     const lines: string[] = [];
     const logger = pino({ level: 'info' }, new Writable({ write: (chunk, _enc, done) => (lines.push(JSON.parse(String(chunk)).msg), done()) }));
     const redis = await connectRedis(`redis://127.0.0.1:${port}`, logger);
     try {
       expect(await redis.ping()).toBe('PONG');
       // Refuse connections for a while: ioredis retries many times meanwhile.
-      for (const s of sockets) s.destroy();
-      relay.close();
+      relay.cut();
       await new Promise((resolve) => setTimeout(resolve, 1500));
       await expect(redis.ping()).rejects.toThrow();
-      await new Promise<void>((resolve) => relay.listen(port, '127.0.0.1', resolve));
+      await relay.restore();
       const until = Date.now() + 10_000;
       while (redis.status !== 'ready' && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 100));
       expect(await redis.ping()).toBe('PONG');
       expect(lines).toEqual([expect.stringMatching(/^redis unreachable/), 'redis reachable again']);
     } finally {
       redis.disconnect();
-      relay.close();
-      for (const s of sockets) s.destroy();
+      relay.cut();
     }
   }, 20_000);
 });
@@ -136,4 +111,35 @@ function get(url: string): Promise<{ status: number; body: string }> {
       })
       .on('error', reject);
   });
+}
+
+/** A TCP relay to Redis the test can cut (refusing and dropping connections) and restore on the same port. */
+interface RedisRelay {
+  port: number;
+  cut(): void;
+  restore(): Promise<void>;
+}
+
+async function redisRelay(redis: string): Promise<RedisRelay> {
+  const target = new URL(redis);
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port || 6379), target.hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => sockets.delete(s));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  return {
+    port,
+    cut: () => {
+      server.close();
+      for (const s of sockets) s.destroy();
+    },
+    restore: () => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve)),
+  };
 }
