@@ -5,12 +5,11 @@ import { validateResource } from '../fhir/validation';
 import { isValidId, visible } from '../store/repository';
 import { originOf, ownerOf, type BookingContext } from './actor';
 import { recordAppointmentChange } from './outbox';
-import { checkPatients, resolvePatientParameter, withPatientParticipant } from './patients';
+import { checkActiveParticipants, resolvePatientParameter, withPatientParticipant } from './patients';
 import { checkProposal } from './proposal';
 import { localId } from './references';
 import { releaseHolds } from './release';
 import { reserve } from './reservations';
-import { checkServices } from './services';
 import { lockSlots, slotIdsOverlapping, writeSlot, type SlotView } from './slots';
 import { BOOKING_CONFIRMATION_URL, EXTERNAL_TAG, holdsTime, REPLACES_URL } from './status';
 import { covers, instant, overlaps, type Window } from './time';
@@ -51,8 +50,8 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
 
   let participants = proposal.participant ?? [];
   if (input.patient) participants = withPatientParticipant(proposal, input.patient, await resolvePatientParameter(c, input.patient));
-  await checkPatients(c, participants);
-  await checkServices(c, participants);
+  await checkActiveParticipants(c, participants, 'Patient');
+  await checkActiveParticipants(c, participants, 'HealthcareService');
   if (input.scheduleId) await checkScheduleParameter(c, input.scheduleId);
 
   const slots = proposal.slot?.length ? await takeSlots(c, proposal.slot, window, input.scheduleId) : await findSlots(c, input.scheduleId, window);

@@ -6,7 +6,7 @@ import type { SearchRequest } from '../store/search/sql';
 import { originOf, type Actor, type BookingContext, type WriteObserver } from './actor';
 import { changedImmutables } from './immutables';
 import { recordAppointmentChange } from './outbox';
-import { checkPatients } from './patients';
+import { checkActiveParticipants } from './patients';
 import { localId } from './references';
 import { releaseHolds } from './release';
 import { holderOf, reserve } from './reservations';
@@ -85,7 +85,7 @@ async function onAppointmentWrite(event: WriteEvent): Promise<void> {
       throw forbidden('Only the repository confirms a pending appointment');
     }
     // The patient cannot change later (immutable), so it is checked when the appointment is made.
-    if (!previous) await checkPatients(c, next.participant ?? []);
+    if (!previous) await checkActiveParticipants(c, next.participant ?? [], 'Patient');
   }
   if (next && willHold && !wasHolding && !next.id) {
     throw unprocessable('An appointment that holds its slots is created through Appointment/$book or PUT with an id', 'Appointment.status');

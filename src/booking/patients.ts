@@ -1,4 +1,4 @@
-import type { Appointment, AppointmentParticipant, Patient } from '@medplum/fhirtypes';
+import type { Appointment, AppointmentParticipant, HealthcareService, Patient } from '@medplum/fhirtypes';
 import { OperationOutcomeError, unprocessable } from '../fhir/outcomes';
 import { validateResource } from '../fhir/validation';
 import type { SearchRequest } from '../store/search/sql';
@@ -68,17 +68,19 @@ export function withPatientParticipant(appointment: Appointment, given: Patient,
 }
 
 /**
- * Seed 001 rule 6: an appointment referring to a nonexistent, deleted or inactive patient is
- * rejected, also later for provisionally created patients.
+ * Participants that take no bookings unless they exist and are active (coded alike: missing,
+ * deleted or invisible `not-found`, inactive `business-rule`, both 422). Seed 001 rule 6 for
+ * patients, also later for provisionally created ones; issue 3 point 1 for HealthcareServices
+ * named in the appointment (those behind its Schedule are checked with the Schedule).
  */
-export async function checkPatients(c: BookingContext, participants: AppointmentParticipant[]): Promise<void> {
+export async function checkActiveParticipants(c: BookingContext, participants: AppointmentParticipant[], type: 'Patient' | 'HealthcareService'): Promise<void> {
   for (const [i, p] of participants.entries()) {
-    const id = localId(p.actor?.reference, 'Patient');
+    const id = localId(p.actor?.reference, type);
     if (!id) continue;
     const expression = `Appointment.participant[${i}].actor`;
-    const row = await c.repo.readRow('Patient', id);
-    if (!row || row.deleted || !visible(row.owner, c.actor.scope)) throw unprocessable(`Patient/${id} does not exist`, expression, 'not-found');
-    if ((row.resource as Patient).active === false) throw unprocessable(`Patient/${id} is not active`, expression);
+    const row = await c.repo.readRow(type, id);
+    if (!row || row.deleted || !visible(row.owner, c.actor.scope)) throw unprocessable(`${type}/${id} does not exist`, expression, 'not-found');
+    if ((row.resource as Patient | HealthcareService).active === false) throw unprocessable(`${type}/${id} is not active`, expression);
   }
 }
 
