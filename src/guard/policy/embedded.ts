@@ -1,5 +1,6 @@
 import fs from 'node:fs';
-import { scopeCovered, allowedScopes } from './scopes';
+import { scopeCovered } from '../../protocol/smart-scopes';
+import { allowedScopes } from './scopes';
 import type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput } from './types';
 
 /** Reasons worded like the gematik Rego policies (reference/access-guard.md 2.7). */

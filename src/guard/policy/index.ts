@@ -4,7 +4,7 @@ import { opaPolicyEngine } from './opa';
 import type { PolicyData, PolicyEngine } from './types';
 
 export type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput } from './types';
-export { allowedScopes, scopeCovered } from './scopes';
+export { allowedScopes } from './scopes';
 
 /** POLICY_ENGINE_URL set: OPA; else the embedded engine over POLICY_FILE. */
 export function createPolicyEngine(config: Config, data: PolicyData, timeoutMs: number): PolicyEngine {
