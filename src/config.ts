@@ -277,3 +277,8 @@ function existingFile(env: Env, name: string): string | undefined {
   if (!fs.statSync(p).isFile()) throw new ConfigError(name, `not a file: ${p}`);
   return p;
 }
+
+/** The FHIR base URL, `$PUBLIC_URL/fhir`: the access token's `aud`, the base of every absolute reference and link. */
+export function fhirBaseUrl(config: Pick<Config, 'publicUrl'>): string {
+  return `${config.publicUrl}/fhir`;
+}

@@ -10,12 +10,13 @@ import { issue, notSupported, OperationOutcomeError, outcome } from './outcomes'
 import type { FhirEnv, FhirRequest, RequestIdentity } from './request';
 import './operations';
 import '../subscriptions';
+import { fhirBaseUrl } from '../config';
 
 export type { FhirEnv, FhirRequest, FhirResponse, RequestIdentity } from './request';
 
 
 export function fhirEnv(ctx: AppContext): FhirEnv {
-  const baseUrl = `${ctx.config.publicUrl}/fhir`;
+  const baseUrl = fhirBaseUrl(ctx.config);
   return { ctx, baseUrl, repo: new Repository(ctx.db, baseUrl, ctx.now) };
 }
 

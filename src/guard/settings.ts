@@ -1,4 +1,4 @@
-import type { Config } from '../config';
+import { type Config, fhirBaseUrl } from '../config';
 
 /**
  * Every guard knob with its one default and the reason for it. Built from Config so deployments
@@ -36,7 +36,7 @@ export interface GuardSettings {
 export function guardSettings(config: Config, overrides: Partial<GuardSettings> = {}): GuardSettings {
   return {
     issuer: config.publicUrl,
-    resource: `${config.publicUrl}/fhir`,
+    resource: fhirBaseUrl(config),
     nonceTtlSec: 300,
     dpopMaxAgeSec: 300,
     clockSkewSec: 30,

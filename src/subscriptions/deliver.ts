@@ -7,6 +7,7 @@ import { eventsBetween, type SubscriptionEvent } from './event-store';
 import { notificationBundle } from './notification-bundle';
 import { postNotification, type PostResult } from './rest-hook';
 import { setSubscriptionStatus } from './subscription-status';
+import { fhirBaseUrl } from '../config';
 
 /** Delivery knobs; tests shorten the waits. */
 export interface DeliverySettings {
@@ -85,7 +86,7 @@ async function step(ctx: AppContext, channel: Channel, settings: DeliverySetting
   const send = (type: NotificationType, events: SubscriptionEvent[] = []) => {
     const bundle = notificationBundle(
       {
-        baseUrl: `${ctx.config.publicUrl}/fhir`,
+        baseUrl: fhirBaseUrl(ctx.config),
         subscriptionId: channel.id,
         topic: channel.topic,
         status: channel.status,

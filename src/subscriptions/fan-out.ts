@@ -6,6 +6,7 @@ import { listeningChannels } from './channel-store';
 import { numberEvent } from './event-store';
 import { matchesFilter, parseFilterCriteria } from './filter-criteria';
 import { topicsFor } from './topics';
+import { fhirBaseUrl } from '../config';
 
 interface OutboxRow {
   id: string | number;
@@ -49,7 +50,7 @@ export async function fanOut(ctx: AppContext): Promise<Set<string>> {
 }
 
 async function numberOutboxEvent(ctx: AppContext, tx: Db, row: OutboxRow): Promise<string[]> {
-  const baseUrl = `${ctx.config.publicUrl}/fhir`;
+  const baseUrl = fhirBaseUrl(ctx.config);
   let focus: { resource: Appointment; deleted: boolean } | undefined | null = null;
   const numbered: string[] = [];
   for (const topic of topicsFor(row.event_type)) {

@@ -2,6 +2,7 @@ import type { Subscription } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import { Repository } from '../store/repository';
 import type { SubscriptionStatusCode } from './backport';
+import { fhirBaseUrl } from '../config';
 
 /**
  * The server's own status changes (handshake answered → `active`; handshake or last delivery
@@ -16,7 +17,7 @@ export async function setSubscriptionStatus(
   status: SubscriptionStatusCode,
   error?: string,
 ): Promise<boolean> {
-  const repo = new Repository(ctx.db, `${ctx.config.publicUrl}/fhir`, ctx.now);
+  const repo = new Repository(ctx.db, fhirBaseUrl(ctx.config), ctx.now);
   return repo.withTransaction(async (tx) => {
     const row = await tx.readRow('Subscription', id, { forUpdate: true });
     if (!row || row.deleted) return false;

@@ -7,6 +7,7 @@ import { handle } from '../interactions';
 import { conflict, issue, notFound, OperationOutcomeError, outcome } from '../outcomes';
 import type { FhirEnv, FhirRequest, FhirResponse, RequestIdentity } from '../request';
 import { registerOperation } from './registry';
+import { fhirBaseUrl } from '../../config';
 
 /**
  * FHIR asynchronous request pattern (scheduling.md 7; ISiK 6.0.0 async $book): the kick-off
@@ -111,6 +112,6 @@ function withoutRespondAsync(prefer: string | undefined): string | undefined {
 }
 
 function jobEnv(ctx: AppContext, tx: Db): FhirEnv {
-  const baseUrl = `${ctx.config.publicUrl}/fhir`;
+  const baseUrl = fhirBaseUrl(ctx.config);
   return { ctx, baseUrl, repo: new Repository(tx, baseUrl, ctx.now) };
 }

@@ -1,4 +1,4 @@
-import type { Config } from '../../config';
+import { type Config, fhirBaseUrl } from '../../config';
 import type { RateLimitRule } from '../state/rate-limit';
 
 /** Every knob of the enforcement point with its one default and the reason for it. */
@@ -43,7 +43,7 @@ export interface PepSettings {
 export function pepSettings(config: Config, overrides: Partial<PepSettings> = {}): PepSettings {
   return {
     issuer: config.publicUrl,
-    resource: `${config.publicUrl}/fhir`,
+    resource: fhirBaseUrl(config),
     publicUrl: config.publicUrl,
     leewaySec: 60,
     dpopValiditySec: 300,
