@@ -1,0 +1,95 @@
+/**
+ * The import directions of docs/architecture.md, checked in CI (`npm run check:imports`).
+ * Data flows one way: HTTP adapters (fhir/, guard/) -> domain (booking/, subscriptions/) -> store/;
+ * every part may import the leaves shared/ and protocol/, which import nothing of ours.
+ */
+const layer = (name) => `^src/${name}/`;
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'leaves-import-nothing',
+      comment: 'shared/ and protocol/ are leaves: every part may import them, so they import no other part.',
+      severity: 'error',
+      from: { path: '^src/(shared|protocol)/' },
+      to: { path: '^src/', pathNot: '^src/(shared|protocol)/' },
+    },
+    {
+      name: 'store-is-the-bottom',
+      comment: 'The store knows SQL and versioned resources, not HTTP, FHIR REST, booking rules or the guard.',
+      severity: 'error',
+      from: { path: layer('store') },
+      to: { path: '^src/(fhir|booking|subscriptions|guard|jobs|client|cli|attestation-helper)/|^src/(app|server|main)\\.ts$' },
+    },
+    {
+      name: 'domain-below-http',
+      comment: 'booking/ and subscriptions/ are domain code: no FHIR REST adapter, no guard, no composition.',
+      severity: 'error',
+      from: { path: '^src/(booking|subscriptions)/' },
+      to: { path: '^src/(fhir|guard|client|cli)/|^src/(app|server|main)\\.ts$' },
+    },
+    {
+      name: 'booking-knows-no-subscriptions',
+      comment: 'Booking writes outbox events; subscriptions consume them. Never the other way round.',
+      severity: 'error',
+      from: { path: layer('booking') },
+      to: { path: layer('subscriptions') },
+    },
+    {
+      name: 'jobs-are-infrastructure',
+      comment: 'The queue port runs kinds it is given; it knows no domain and no HTTP.',
+      severity: 'error',
+      from: { path: layer('jobs') },
+      to: { path: '^src/(fhir|booking|subscriptions|guard|client|cli)/|^src/(app|server|main)\\.ts$' },
+    },
+    {
+      name: 'guard-knows-no-fhir',
+      comment: 'The guard sees a FHIR request only through the ports the FHIR layer implements (guard/pep/ports).',
+      severity: 'error',
+      from: { path: layer('guard') },
+      to: { path: '^src/(fhir|booking|subscriptions|client|cli)/|^src/(app|server|main)\\.ts$' },
+    },
+    {
+      name: 'enforcement-is-pure',
+      comment: 'enforce() is a function of a plain request: no Express, no SQL, so ASL can run an inner request through it.',
+      severity: 'error',
+      from: { path: '^src/guard/pep/', pathNot: '^src/guard/pep/(express|upstream-proxy|index)\\.ts$' },
+      to: { path: '^src/store/|node_modules/(express|pg|@electric-sql)/' },
+    },
+    {
+      name: 'fhir-knows-no-guard',
+      comment: 'The FHIR layer gets the caller identity from protocol/; it does not reach into the guard.',
+      severity: 'error',
+      from: { path: layer('fhir') },
+      to: { path: '^src/(guard|client|cli)/|^src/(app|server|main)\\.ts$' },
+    },
+    {
+      name: 'client-is-standalone',
+      comment: 'The reference client ships to other machines: it depends on protocol/ only, never on server code.',
+      severity: 'error',
+      from: { path: layer('client') },
+      to: { path: '^src/', pathNot: '^src/(client|protocol)/' },
+    },
+    {
+      name: 'public-surface-only',
+      comment: 'Outside a top-level folder, import its index.ts, not its insides.',
+      severity: 'error',
+      from: { path: '^src/([^/]+)/' },
+      to: { path: '^src/[^/]+/.+', pathNot: ['^src/$1/', '^src/[^/]+/index\\.ts$'] },
+    },
+    {
+      name: 'no-cycles-between-parts',
+      comment: 'Two top-level parts that import each other are one part.',
+      severity: 'error',
+      from: { path: '^src/([^/]+)/' },
+      to: { path: '^src/', pathNot: '^src/$1/', circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    exclude: { path: '^(test|bench|dist)/' },
+  },
+};
