@@ -16,6 +16,13 @@ module.exports = {
       to: { path: '^src/', pathNot: '^src/(shared|protocol)/' },
     },
     {
+      name: 'model-is-below-the-store',
+      comment: 'model/ (profile validation, JSON and XML formats) works on plain resources: it imports only the leaves.',
+      severity: 'error',
+      from: { path: layer('model') },
+      to: { path: '^src/', pathNot: '^src/(model|shared|protocol)/' },
+    },
+    {
       name: 'store-is-the-bottom',
       comment: 'The store knows SQL and versioned resources, not HTTP, FHIR REST, booking rules or the guard.',
       severity: 'error',
@@ -73,10 +80,10 @@ module.exports = {
     },
     {
       name: 'public-surface-only',
-      comment: 'Outside a top-level folder, import its index.ts, not its insides.',
+      comment: 'Outside a top-level folder, import its index.ts, not its insides. The leaves shared/ and protocol/ are libraries of small modules: import the one you need.',
       severity: 'error',
       from: { path: '^src/([^/]+)/' },
-      to: { path: '^src/[^/]+/.+', pathNot: ['^src/$1/', '^src/[^/]+/index\\.ts$'] },
+      to: { path: '^src/[^/]+/.+', pathNot: ['^src/$1/', '^src/[^/]+/index\\.ts$', '^src/(shared|protocol)/'] },
     },
     {
       name: 'no-cycles-between-parts',

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { projectPath } from './paths';
+import { projectPath } from './shared/paths';
 
 /**
  * The only place that reads process.env (CONTRACT section 2). Every knob has one default,

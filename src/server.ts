@@ -9,7 +9,7 @@ import { DataDirInUse, openDb, type Db } from './store/db';
 import { migrate } from './store/migrate';
 import { fhirEnv } from './fhir';
 import { API_VERSION } from './guard';
-import { preloadValidation } from './fhir/validation';
+import { preloadValidation } from './model/validation';
 import { demoResources } from './store/demo';
 import { startSubscriptions, stopSubscriptions } from './subscriptions';
 import { startJobs, stopJobs } from './jobs';

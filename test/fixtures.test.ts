@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Appointment, Bundle, Encounter, Resource, Schedule, Slot } from '@medplum/fhirtypes';
-import { validateResource } from '../src/fhir/validation';
+import { validateResource } from '../src/model/validation';
 
 const bundle = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'fixtures', 'isik-stufe5.json'), 'utf8')) as Bundle;
 const resources = (bundle.entry ?? []).map((e) => e.resource as Resource);

@@ -1,6 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
-import type { AccessScope, Repository } from '../store/repository';
-import { ownerForWrite } from '../store/ownership';
+import type { AccessScope, Repository } from '../store';
+import { ownerForWrite } from '../shared/owner';
 import type { Origin } from './outbox';
 
 /** Who acts on the booking (CONTRACT section 4). */

@@ -1,13 +1,14 @@
 import crypto from 'node:crypto';
 import type { Appointment, HealthcareService, Patient, QuestionnaireResponse, Reference, RelatedPerson, Schedule, Slot } from '@medplum/fhirtypes';
-import { badRequest, conflict, notFound, OperationOutcomeError, unprocessable } from '../fhir/outcomes';
-import { validateResource } from '../fhir/validation';
-import { isValidId, visible } from '../store/repository';
+import { badRequest, conflict, notFound, OperationOutcomeError, unprocessable } from '../shared/outcomes';
+import { validateResource } from '../model';
+import { isFhirId } from '../shared/fhir-id';
+import { canSee } from '../shared/owner';
 import { originOf, ownerOf, type BookingContext } from './actor';
 import { recordAppointmentChange } from './outbox';
 import { checkActiveParticipants, resolvePatientParameter, withPatientParticipant } from './patients';
 import { checkProposal } from './proposal';
-import { localId } from './references';
+import { referencedId } from '../shared/references';
 import { releaseHolds } from './release';
 import { reserve } from './reservations';
 import { lockSlots, slotIdsOverlapping, writeSlot, type SlotView } from './slots';
@@ -58,7 +59,7 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
   const schedules = await checkSchedules(c, slots);
   const pending = schedules.some(needsManualConfirmation);
 
-  const patientRef = participants.map((p) => p.actor?.reference).find((r) => localId(r, 'Patient'));
+  const patientRef = participants.map((p) => p.actor?.reference).find((r) => referencedId(r, 'Patient'));
   const supportingInformation = [...(proposal.supportingInformation ?? [])];
   if (input.relatedPerson) supportingInformation.push(await storeRelatedPerson(c, input.relatedPerson, patientRef));
   if (input.patientSubmittedInformation) supportingInformation.push(await storeSubmittedInformation(c, input.patientSubmittedInformation, patientRef));
@@ -89,10 +90,10 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
 }
 
 async function lockAppointment(c: BookingContext, id: string): Promise<{ resource?: Appointment; owner: string | null } | undefined> {
-  if (!isValidId(id)) throw badRequest(`Invalid id "${id}"`, 'Appointment.id', 'value');
+  if (!isFhirId(id)) throw badRequest(`Invalid id "${id}"`, 'Appointment.id', 'value');
   const row = await c.repo.readRow('Appointment', id, { forUpdate: true });
   if (!row) return undefined;
-  if (!visible(row.owner, c.actor.scope)) throw notFound('Appointment', id);
+  if (!canSee(row.owner, c.actor.scope)) throw notFound('Appointment', id);
   return { resource: row.deleted ? undefined : (row.resource as Appointment), owner: row.owner };
 }
 
@@ -100,7 +101,7 @@ async function lockReplaced(c: BookingContext, id: string, newId: string | undef
   const expression = "Parameters.parameter.where(name='cancelled-appt-id')";
   if (id === newId) throw badRequest('cancelled-appt-id names the appointment being booked; re-book it by its id instead', expression);
   const row = await c.repo.readRow('Appointment', id, { forUpdate: true });
-  if (!row || row.deleted || !visible(row.owner, c.actor.scope)) throw unprocessable(`Appointment/${id} to be cancelled does not exist`, expression, 'not-found');
+  if (!row || row.deleted || !canSee(row.owner, c.actor.scope)) throw unprocessable(`Appointment/${id} to be cancelled does not exist`, expression, 'not-found');
   const resource = row.resource as Appointment;
   if (!holdsTime(resource)) throw unprocessable(`Appointment/${id} is ${resource.status} and cannot be replaced`, expression);
   return { resource, owner: row.owner };
@@ -119,7 +120,7 @@ async function cancelReplaced(c: BookingContext, old: Appointment, owner: string
  */
 async function takeSlots(c: BookingContext, refs: Reference[], window: Window, scheduleId?: string): Promise<SlotView[]> {
   const ids = refs.map((r, i) => {
-    const id = localId(r.reference, 'Slot');
+    const id = referencedId(r.reference, 'Slot');
     if (!id) throw badRequest(`Appointment.slot[${i}] must reference a Slot of this repository`, `Appointment.slot[${i}]`);
     return id;
   });
@@ -180,7 +181,7 @@ async function findSlots(c: BookingContext, scheduleId: string | undefined, wind
 /** ISiK 6.0.0 $book `schedule`: the calendar named must exist (422 not-found, as a missing slot). */
 async function checkScheduleParameter(c: BookingContext, id: string): Promise<void> {
   const row = await c.repo.readRow('Schedule', id);
-  if (!row || row.deleted || !visible(row.owner, c.actor.scope)) {
+  if (!row || row.deleted || !canSee(row.owner, c.actor.scope)) {
     throw unprocessable(`Schedule/${id} named by the schedule parameter does not exist`, "Parameters.parameter.where(name='schedule')", 'not-found');
   }
 }
@@ -195,7 +196,7 @@ async function checkSchedules(c: BookingContext, slots: SlotView[]): Promise<Sch
     const schedule = row.resource as Schedule;
     if (schedule.active === false) throw unprocessable(`Schedule/${id} is not active`, 'Appointment.slot');
     for (const actor of schedule.actor ?? []) {
-      const serviceId = localId(actor.reference, 'HealthcareService');
+      const serviceId = referencedId(actor.reference, 'HealthcareService');
       if (!serviceId) continue;
       const service = await c.repo.readRow('HealthcareService', serviceId);
       if (!service || service.deleted || (service.resource as HealthcareService).active === false) {

@@ -1,13 +1,13 @@
 import type { Appointment, Patient, Slot } from '@medplum/fhirtypes';
 import { registerWriteHook, runWriteHooks, type WriteEvent } from '../fhir/hooks';
-import { conflict, forbidden, issue, OperationOutcomeError, unprocessable } from '../fhir/outcomes';
+import { conflict, forbidden, issue, OperationOutcomeError, unprocessable } from '../shared/outcomes';
 import type { FhirRequest, RequestIdentity } from '../fhir/request';
-import type { SearchRequest } from '../store/search/sql';
+import type { SearchRequest } from '../store';
 import { originOf, type Actor, type BookingContext, type WriteObserver } from './actor';
 import { changedImmutables } from './immutables';
 import { recordAppointmentChange } from './outbox';
 import { checkActiveParticipants } from './patients';
-import { localId } from './references';
+import { referencedId } from '../shared/references';
 import { releaseHolds } from './release';
 import { holderOf, reserve } from './reservations';
 import { lockSlots, writeSlot } from './slots';
@@ -109,7 +109,7 @@ async function onAppointmentWrite(event: WriteEvent): Promise<void> {
 
 /** An owner (or an import) storing an active appointment: it holds its slots like a booking. */
 async function holdFor(c: BookingContext, appointment: Appointment): Promise<void> {
-  const ids = (appointment.slot ?? []).map((s) => localId(s.reference, 'Slot')).filter((id): id is string => !!id);
+  const ids = (appointment.slot ?? []).map((s) => referencedId(s.reference, 'Slot')).filter((id): id is string => !!id);
   const slots = [...(await lockSlots(c.repo, ids)).values()];
   const start = epochMs(appointment.start);
   const end = epochMs(appointment.end);

@@ -1,5 +1,5 @@
 import type { Appointment, AppointmentParticipant, Reference } from '@medplum/fhirtypes';
-import { localId } from './references';
+import { referencedId } from '../shared/references';
 import { epochMs } from './time';
 
 /**
@@ -39,7 +39,7 @@ function sameValue(element: ImmutableElement, a: Appointment, b: Appointment): b
  * `Patient/id/_history/n` and absolute URLs on the base, and an actor typed Patient.
  */
 function patientActors(a: Appointment): Reference[] {
-  const isPatient = (p: AppointmentParticipant) => !!localId(p.actor?.reference, 'Patient') || p.actor?.type === 'Patient';
+  const isPatient = (p: AppointmentParticipant) => !!referencedId(p.actor?.reference, 'Patient') || p.actor?.type === 'Patient';
   return (a.participant ?? []).filter(isPatient).map((p) => p.actor as Reference);
 }
 
@@ -47,7 +47,7 @@ function patientActors(a: Appointment): Reference[] {
 function referenceKeys(refs: Reference[] | undefined, type: string): string[] {
   return (refs ?? [])
     .map((r) => {
-      const id = localId(r.reference, type);
+      const id = referencedId(r.reference, type);
       return id ? `${type}/${id}` : (r.reference ?? JSON.stringify(r.identifier ?? r));
     })
     .sort();

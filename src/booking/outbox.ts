@@ -1,5 +1,5 @@
 import type { Appointment } from '@medplum/fhirtypes';
-import type { Db } from '../store/db';
+import type { Db } from '../store';
 
 export type AppointmentEventType = 'appointment.updated' | 'appointment.cancelled';
 export type Origin = 'repository' | 'requestor';

@@ -1,10 +1,10 @@
 import type { Appointment, AppointmentParticipant, HealthcareService, Patient } from '@medplum/fhirtypes';
-import { OperationOutcomeError, unprocessable } from '../fhir/outcomes';
-import { validateResource } from '../fhir/validation';
-import type { SearchRequest } from '../store/search/sql';
-import { visible } from '../store/repository';
+import { OperationOutcomeError, unprocessable } from '../shared/outcomes';
+import { validateResource } from '../model';
+import type { SearchRequest } from '../store';
+import { canSee } from '../shared/owner';
 import { ownerOf, type BookingContext } from './actor';
-import { localId } from './references';
+import { referencedId } from '../shared/references';
 import { EXTERNAL_TAG } from './status';
 
 /**
@@ -61,7 +61,7 @@ export function withPatientParticipant(appointment: Appointment, given: Patient,
   }
   return participants.map((p) => {
     const ref = p.actor?.reference ?? '';
-    const pointsToGiven = given.id !== undefined && localId(ref, 'Patient') === given.id;
+    const pointsToGiven = given.id !== undefined && referencedId(ref, 'Patient') === given.id;
     const local = ref.startsWith('urn:') || ref.startsWith('#');
     return isPatient(p) && (pointsToGiven || local) ? { ...p, actor: { ...p.actor, reference: target } } : p;
   });
@@ -75,11 +75,11 @@ export function withPatientParticipant(appointment: Appointment, given: Patient,
  */
 export async function checkActiveParticipants(c: BookingContext, participants: AppointmentParticipant[], type: 'Patient' | 'HealthcareService'): Promise<void> {
   for (const [i, p] of participants.entries()) {
-    const id = localId(p.actor?.reference, type);
+    const id = referencedId(p.actor?.reference, type);
     if (!id) continue;
     const expression = `Appointment.participant[${i}].actor`;
     const row = await c.repo.readRow(type, id);
-    if (!row || row.deleted || !visible(row.owner, c.actor.scope)) throw unprocessable(`${type}/${id} does not exist`, expression, 'not-found');
+    if (!row || row.deleted || !canSee(row.owner, c.actor.scope)) throw unprocessable(`${type}/${id} does not exist`, expression, 'not-found');
     if ((row.resource as Patient | HealthcareService).active === false) throw unprocessable(`${type}/${id} is not active`, expression);
   }
 }

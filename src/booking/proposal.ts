@@ -1,6 +1,6 @@
 import type { Appointment } from '@medplum/fhirtypes';
-import { badRequest, OperationOutcomeError, issue, unprocessable } from '../fhir/outcomes';
-import { validateResource } from '../fhir/validation';
+import { badRequest, OperationOutcomeError, issue, unprocessable } from '../shared/outcomes';
+import { validateResource } from '../model';
 import { epochMs, type Window } from './time';
 
 /**

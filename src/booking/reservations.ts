@@ -1,5 +1,5 @@
-import { conflict } from '../fhir/outcomes';
-import { SqlState, sqlState, type Db } from '../store/db';
+import { conflict } from '../shared/outcomes';
+import { SqlState, sqlState, type Db } from '../store';
 import { tstzrange, type Window } from './time';
 
 export interface ScheduleWindow {

@@ -1,7 +1,7 @@
 import type { Slot } from '@medplum/fhirtypes';
-import type { Db } from '../store/db';
-import type { Repository } from '../store/repository';
-import { localId } from './references';
+import type { Db } from '../store';
+import type { Repository } from '../store';
+import { referencedId } from '../shared/references';
 import { epochMs, tstzrange, type Window } from './time';
 
 /** A Slot as the booking sees it: the resource, its schedule and its time window. */
@@ -18,7 +18,7 @@ export function viewOf(slot: Slot): SlotView {
   return {
     id: slot.id as string,
     resource: slot,
-    scheduleId: localId(slot.schedule?.reference, 'Schedule'),
+    scheduleId: referencedId(slot.schedule?.reference, 'Schedule'),
     window: start !== undefined && end !== undefined && start < end ? { start, end } : undefined,
   };
 }

@@ -1,6 +1,6 @@
 import type { Config } from '../config';
 import { importResources, readResourceFile } from '../fhir/import';
-import { OperationOutcomeError } from '../fhir/outcomes';
+import { OperationOutcomeError } from '../shared/outcomes';
 import { createContext } from '../server';
 
 /** `terminus import FILE...`: against DATABASE_URL or DATA_DIR; stops at the first failing file. */

@@ -1,5 +1,5 @@
 import express, { type Request, type RequestHandler } from 'express';
-import { MalformedBody, parseBody, UnsupportedMediaType } from './formats';
+import { MalformedBody, parseBody, UnsupportedMediaType } from '../model';
 
 /** Largest request body accepted (a transaction Bundle of a few thousand slots fits). */
 export const BODY_LIMIT = '5mb';

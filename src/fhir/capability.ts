@@ -1,8 +1,8 @@
 import type { CapabilityStatement, CapabilityStatementRestResource } from '@medplum/fhirtypes';
-import { RESOURCE_TYPES } from '../store/search/parameters';
-import { searchParams } from '../store/search/parameters';
+import { RESOURCE_TYPES } from '../store';
+import { searchParams } from '../store';
 import { listOperations } from './operations/registry';
-import { knownProfiles } from './validation';
+import { knownProfiles } from '../model';
 import type { FhirEnv } from './request';
 
 const ISIK_CS = 'https://gematik.de/fhir/isik/CapabilityStatement';

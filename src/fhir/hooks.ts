@@ -1,6 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
-import type { Repository } from '../store/repository';
+import type { Repository } from '../store';
 import type { FhirRequest } from './request';
 
 export interface WriteEvent {

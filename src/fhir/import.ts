@@ -2,9 +2,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Bundle, BundleEntry, Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
-import { fromXml, parseJson } from './formats';
+import { fromXml, parseJson } from '../model';
 import { fhirEnv } from './index';
-import { badRequest } from './outcomes';
+import { badRequest } from '../shared/outcomes';
 import { processBundle } from './transaction';
 
 /**

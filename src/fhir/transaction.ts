@@ -1,9 +1,9 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import type { Bundle, BundleEntry, Resource } from '@medplum/fhirtypes';
-import { pathSegments } from './formats';
+import { pathSegments } from '../model';
 import { handle, route } from './interactions';
-import { badRequest, notSupported, OperationOutcomeError, outcome, issue } from './outcomes';
+import { badRequest, notSupported, OperationOutcomeError, outcome, issue } from '../shared/outcomes';
 import type { FhirEnv, FhirRequest, FhirResponse } from './request';
 
 /** R4 Bundle.entry.request.method, required binding http-verb. */

@@ -1,5 +1,5 @@
 import type { AppContext } from '../context';
-import type { Db } from '../store/db';
+import type { Db } from '../store';
 import { RetryLater } from './port';
 import { claimJob, completeJob, readJob, requeueJob, type JobResult } from './store';
 

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { projectPath } from '../paths';
+import { projectPath } from '../shared/paths';
 import type { Db } from './db';
 
 export const MIGRATIONS_DIR = projectPath('migrations');

@@ -1,19 +1,17 @@
 import crypto from 'node:crypto';
 import type { Resource } from '@medplum/fhirtypes';
-import { gone, notFound, preconditionFailed } from '../fhir/outcomes';
+import { gone, notFound, preconditionFailed } from '../shared/outcomes';
+import { canSee, type Viewer } from '../shared/owner';
 import { SqlState, sqlState, type Db } from './db';
 import { toTimestamp } from './search/dates';
 import { extractIndexRows, type IndexRows } from './search/extract';
 import { executeSearch, type SearchRequest, type SearchResult } from './search/sql';
 
 /**
- * Who is asking: `undefined` sees everything (the repository itself, imports, jobs). An
- * institution sees unowned resources and its own; repository owners see all (CONTRACT section 4).
+ * Who is asking: `undefined` sees everything (the repository itself, imports, jobs); otherwise
+ * shared/owner.ts decides.
  */
-export interface AccessScope {
-  institution: string;
-  seesAll: boolean;
-}
+export type AccessScope = Viewer;
 
 export interface WriteOptions {
   /** Institution recorded as owner at creation (kept on later versions). */
@@ -30,10 +28,8 @@ export interface StoredRow {
   versionId: number;
 }
 
-const ID_RE = /^[A-Za-z0-9\-.]{1,64}$/;
 /** Largest PostgreSQL `integer` (resource_version.version_id). */
 const MAX_VERSION_ID = 2_147_483_647;
-export const isValidId = (id: string) => ID_RE.test(id);
 
 /** Versioned resource store with typed search indexes, on one Db (pool or transaction). */
 export class Repository {
@@ -77,7 +73,7 @@ export class Repository {
   /** The current version; 404 when absent or hidden from the scope, 410 when deleted. */
   async read<T extends Resource = Resource>(type: string, id: string, scope?: AccessScope): Promise<T> {
     const row = await this.readRow(type, id);
-    if (!row || !visible(row.owner, scope)) throw notFound(type, id);
+    if (!row || !canSee(row.owner, scope)) throw notFound(type, id);
     if (row.deleted) throw gone(type, id);
     return row.resource as T;
   }
@@ -85,7 +81,7 @@ export class Repository {
   async vread(type: string, id: string, versionId: string, scope?: AccessScope): Promise<Resource> {
     const row = await this.readRow(type, id);
     // Version ids are PostgreSQL integers: a larger number names no version (not a failed query).
-    if (!row || !visible(row.owner, scope) || !/^\d+$/.test(versionId) || Number(versionId) > MAX_VERSION_ID) throw notFound(type, `${id}/_history/${versionId}`);
+    if (!row || !canSee(row.owner, scope) || !/^\d+$/.test(versionId) || Number(versionId) > MAX_VERSION_ID) throw notFound(type, `${id}/_history/${versionId}`);
     const { rows } = await this.db.query<{ content: Resource; deleted: boolean }>(
       'SELECT content, deleted FROM resource_version WHERE resource_type = $1 AND id = $2 AND version_id = $3',
       [type, id, Number(versionId)],
@@ -98,7 +94,7 @@ export class Repository {
   /** Every version, newest first, with deletions marked. */
   async history(type: string, id: string, scope?: AccessScope): Promise<{ resource: Resource; deleted: boolean; versionId: number; lastUpdated: string }[]> {
     const row = await this.readRow(type, id);
-    if (!row || !visible(row.owner, scope)) throw notFound(type, id);
+    if (!row || !canSee(row.owner, scope)) throw notFound(type, id);
     const { rows } = await this.db.query<{ content: Resource; deleted: boolean; version_id: number; last_updated: Date | string }>(
       'SELECT content, deleted, version_id, last_updated FROM resource_version WHERE resource_type = $1 AND id = $2 ORDER BY version_id DESC',
       [type, id],
@@ -122,7 +118,7 @@ export class Repository {
   async delete(type: string, id: string, opts: WriteOptions = {}): Promise<void> {
     await this.inTransaction(async (tx) => {
       const row = await tx.readRow(type, id, { forUpdate: true });
-      if (!row || !visible(row.owner, opts.scope)) throw notFound(type, id);
+      if (!row || !canSee(row.owner, opts.scope)) throw notFound(type, id);
       checkIfMatch(opts.ifMatch, row.versionId);
       if (row.deleted) return;
       const versionId = row.versionId + 1;
@@ -186,7 +182,7 @@ export class Repository {
       try {
         return await this.inTransaction(async (tx) => {
           const row = await tx.readRow(type, id, { forUpdate: true });
-          if (row && !visible(row.owner, opts.scope)) throw notFound(type, id);
+          if (row && !canSee(row.owner, opts.scope)) throw notFound(type, id);
           if (opts.ifMatch !== undefined) {
             if (!row) throw preconditionFailed(`${type}/${id} does not exist; If-Match cannot match`);
             checkIfMatch(opts.ifMatch, row.versionId);
@@ -214,11 +210,8 @@ export class Repository {
   }
 }
 
-export function visible(owner: string | null, scope?: AccessScope): boolean {
-  return !scope || scope.seesAll || owner === null || owner === scope.institution;
-}
-
-function checkIfMatch(ifMatch: string | undefined, current: number): void {
+/** RFC 9110 §13.1.1 with FHIR's weak ETags (R4 http.html#concurrency): `W/"n"`, `"n"` or `n`. */
+export function checkIfMatch(ifMatch: string | undefined, current: number): void {
   if (ifMatch === undefined) return;
   const m = /^(?:W\/)?"?(\d+)"?$/.exec(ifMatch.trim());
   if (!m || Number(m[1]) !== current) throw preconditionFailed(`If-Match ${ifMatch} does not match the current version W/"${current}"`);

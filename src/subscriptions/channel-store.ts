@@ -1,4 +1,4 @@
-import type { Db } from '../store/db';
+import type { Db } from '../store';
 import type { SubscriptionStatusCode } from './backport';
 
 /** A row of `subscription_channel` (migrations/300_subscriptions.sql). */

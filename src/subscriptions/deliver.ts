@@ -1,5 +1,5 @@
 import type { AppContext } from '../context';
-import { toXml } from '../fhir/formats';
+import { toXml } from '../model';
 import type { NotificationType } from './backport';
 import { openHeaders, type ChannelHeader } from './channel-headers';
 import { recordFailure, recordSuccess, releaseChannel, setErrorCode, type Channel } from './channel-store';

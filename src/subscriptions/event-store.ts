@@ -1,4 +1,4 @@
-import type { Db } from '../store/db';
+import type { Db } from '../store';
 
 /** One numbered event of one subscription (`subscription_event`). */
 export interface SubscriptionEvent {

@@ -1,7 +1,8 @@
 import type { Appointment } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import type { AppointmentEventType } from '../booking/outbox';
-import type { Db } from '../store/db';
+import type { Db } from '../store';
+import { canSee, type Viewer } from '../shared/owner';
 import { listeningChannels } from './channel-store';
 import { numberEvent } from './event-store';
 import { matchesFilter, parseFilterCriteria } from './filter-criteria';
@@ -54,7 +55,7 @@ async function numberOutboxEvent(ctx: AppContext, tx: Db, row: OutboxRow): Promi
   let focus: { resource: Appointment; deleted: boolean } | undefined | null = null;
   const numbered: string[] = [];
   for (const topic of topicsFor(row.event_type)) {
-    const candidates = (await listeningChannels(tx, topic.url, new Date(row.occurred_at))).filter((c) => sees(c.owner, row.owner, ctx.config.repositoryOwners));
+    const candidates = (await listeningChannels(tx, topic.url, new Date(row.occurred_at))).filter((c) => canSee(row.owner, subscriberOf(c.owner, ctx.config.repositoryOwners)));
     const matched: string[] = [];
     for (const c of candidates) {
       if (!c.filter) {
@@ -91,8 +92,9 @@ async function numberOutboxEvent(ctx: AppContext, tx: Db, row: OutboxRow): Promi
  * own and the repository's; the subscriptions of repository owners and of the repository itself
  * (no owner) hear all.
  */
-function sees(subscriptionOwner: string | null, appointmentOwner: string | null, repositoryOwners: readonly string[]): boolean {
-  return subscriptionOwner === null || appointmentOwner === null || subscriptionOwner === appointmentOwner || repositoryOwners.includes(subscriptionOwner);
+/** A Subscription sees what its owner would; one the repository owns (`null`) sees all. */
+function subscriberOf(subscriptionOwner: string | null, repositoryOwners: readonly string[]): Viewer | undefined {
+  return subscriptionOwner === null ? undefined : { institution: subscriptionOwner, seesAll: repositoryOwners.includes(subscriptionOwner) };
 }
 
 async function readVersion(tx: Db, row: OutboxRow): Promise<{ resource: Appointment; deleted: boolean } | undefined> {

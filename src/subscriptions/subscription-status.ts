@@ -1,6 +1,6 @@
 import type { Subscription } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
-import { Repository } from '../store/repository';
+import { Repository } from '../store';
 import type { SubscriptionStatusCode } from './backport';
 import { fhirBaseUrl } from '../config';
 

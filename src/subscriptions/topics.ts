@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { projectPath } from '../paths';
+import { projectPath } from '../shared/paths';
 import type { AppointmentEventType } from '../booking/outbox';
 
 /** Links a topic to the booking outbox event it stands for (scheduling.md 3.3). */

@@ -1,7 +1,7 @@
 import type { Extension, Subscription } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import type { WriteEvent } from '../fhir/hooks';
-import { issue, OperationOutcomeError } from '../fhir/outcomes';
+import { issue, OperationOutcomeError } from '../shared/outcomes';
 import { EXT, PAYLOAD_TYPES } from './backport';
 import { ChannelHeaderError, maskChannelHeader, openHeaders, resolveHeaders, sealHeaders, type ChannelHeader } from './channel-headers';
 import { readChannel } from './channel-store';

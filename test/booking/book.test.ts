@@ -1,6 +1,6 @@
 import request from 'supertest';
 import type { Appointment, Slot } from '@medplum/fhirtypes';
-import { fromXml, toXml } from '../../src/fhir/formats';
+import { fromXml, toXml } from '../../src/model/formats';
 import { bookingFixture, FHIR_JSON, freeSlot, parameters, proposal, put, type BookingFixture } from './builders';
 
 const book = (f: BookingFixture, body: unknown) =>

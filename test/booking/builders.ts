@@ -8,7 +8,7 @@ import { fhirEnv } from '../../src/fhir';
 import { importResources } from '../../src/fhir/import';
 import { handle } from '../../src/fhir/interactions';
 import type { FhirEnv, FhirRequest, FhirResponse, RequestIdentity } from '../../src/fhir/request';
-import { OperationOutcomeError } from '../../src/fhir/outcomes';
+import { OperationOutcomeError } from '../../src/shared/outcomes';
 import { createTestContext, type TestClock } from '../helpers/context';
 
 export const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';

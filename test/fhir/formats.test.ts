@@ -13,7 +13,7 @@ import {
   parseJson,
   pathSegments,
   toXml,
-} from '../../src/fhir/formats';
+} from '../../src/model/formats';
 
 const PRIORITY_EXTENSION = 'https://gematik.de/fhir/isik/StructureDefinition/ISiKTerminPriorityExtension';
 const XHTML = 'http://www.w3.org/1999/xhtml';

@@ -5,10 +5,10 @@ import type { Bundle, Resource } from '@medplum/fhirtypes';
 import { createApp } from '../../src/app';
 import type { AppContext } from '../../src/context';
 import { importResources } from '../../src/fhir/import';
-import { evalFhirPath } from '../../src/fhir/medplum';
-import { fromXml } from '../../src/fhir/formats';
-import { knownProfiles, validateResource } from '../../src/fhir/validation';
-import { projectPath } from '../../src/paths';
+import { evalFhirPath } from '../../src/shared/medplum';
+import { fromXml } from '../../src/model/formats';
+import { knownProfiles, validateResource } from '../../src/model/validation';
+import { projectPath } from '../../src/shared/paths';
 import { createTestContext } from '../helpers/context';
 
 /**

@@ -1,5 +1,5 @@
 import type { Appointment, Extension, HealthcareService, Patient, Resource, Schedule, Slot } from '@medplum/fhirtypes';
-import { knownProfiles, preloadValidation, requiredProfile, validateResource } from '../../src/fhir/validation';
+import { knownProfiles, preloadValidation, requiredProfile, validateResource } from '../../src/model/validation';
 
 const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';
 const PRIORITY_EXT = `${ISIK}ISiKTerminPriorityExtension`;

@@ -1,5 +1,5 @@
 import type { CodeSystem, Practitioner, Resource, Schedule, Slot } from '@medplum/fhirtypes';
-import { validateResource } from '../../src/fhir/validation';
+import { validateResource } from '../../src/model/validation';
 import { BOOKING_CONFIRMATION_URL, DEMO_HORIZON_DAYS, demoResources } from '../../src/store/demo';
 
 // A Saturday evening in November (CET, UTC+1): the next 30 days hold 21 or 22 weekdays.

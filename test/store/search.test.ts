@@ -1,7 +1,7 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../../src/context';
 import { Repository } from '../../src/store/repository';
-import { parseSearch } from '../../src/store/search/request';
+import { parseSearch } from '../../src/fhir/search-request';
 import { createTestContext } from '../helpers/context';
 
 const BASE = 'http://localhost:8080/fhir';

@@ -1,11 +1,12 @@
 import type { OperationDefinition } from '@medplum/fhirtypes';
 import type { AppContext } from '../../context';
 import { cancel, findJob, registerJobKind, startJobs, submitJob } from '../../jobs';
-import type { Db } from '../../store/db';
-import { Repository } from '../../store/repository';
+import type { Db } from '../../store';
+import { Repository } from '../../store';
 import { handle } from '../interactions';
-import { conflict, issue, notFound, OperationOutcomeError, outcome } from '../outcomes';
-import type { FhirEnv, FhirRequest, FhirResponse, RequestIdentity } from '../request';
+import { conflict, issue, notFound, OperationOutcomeError, outcome } from '../../shared/outcomes';
+import { canSee } from '../../shared/owner';
+import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { registerOperation } from './registry';
 import { fhirBaseUrl } from '../../config';
 
@@ -70,7 +71,7 @@ async function poll(req: FhirRequest, env: FhirEnv, id: string): Promise<FhirRes
   // A replica that has not worked the queue yet starts now (and picks up abandoned jobs).
   void startJobs(env.ctx);
   const job = await findJob(env.ctx, id);
-  if (!job || job.state === 'cancelled' || !visibleTo(job.owner, req.identity)) throw notFound('async request', id);
+  if (!job || job.state === 'cancelled' || !canSee(job.owner, scopeOf(req.identity))) throw notFound('async request', id);
   if (req.method === 'DELETE') {
     const state = await cancel(env.ctx, id);
     if (state === 'running') throw conflict(`Async request ${id} is running and can no longer be cancelled`);
@@ -97,10 +98,6 @@ function running(id: string, state: string): FhirResponse {
 function finishedHeaders(headers: Record<string, string> | undefined): Record<string, string> | undefined {
   if (!headers) return undefined;
   return Object.fromEntries(Object.entries(headers).filter(([name]) => !POLLING_HEADERS.has(name.toLowerCase())));
-}
-
-function visibleTo(owner: string | null, identity?: RequestIdentity): boolean {
-  return !identity || identity.isOwner || owner === identity.institution;
 }
 
 function withoutRespondAsync(prefer: string | undefined): string | undefined {

@@ -1,7 +1,8 @@
 import type { Appointment, OperationDefinition, Parameters, ParametersParameter, Patient, QuestionnaireResponse, RelatedPerson, Resource } from '@medplum/fhirtypes';
-import { actorOf, appointmentIdOf, book, checkProposal, internalRequest, localId, observerFor, type BookInput } from '../../booking';
-import { SqlState, sqlState } from '../../store/db';
-import { badRequest, conflict } from '../outcomes';
+import { referencedId } from '../../shared/references';
+import { actorOf, appointmentIdOf, book, checkProposal, internalRequest, observerFor, type BookInput } from '../../booking';
+import { SqlState, sqlState } from '../../store';
+import { badRequest, conflict } from '../../shared/outcomes';
 import { preferHeader, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { written } from '../interactions';
 import { startAsync } from './async';
@@ -117,7 +118,7 @@ function cancelledId(p: ParametersParameter | undefined): string | undefined {
 
 function scheduleId(p: ParametersParameter | undefined): string | undefined {
   if (!p) return undefined;
-  const id = localId(p.valueReference?.reference, 'Schedule');
+  const id = referencedId(p.valueReference?.reference, 'Schedule');
   if (!id) throw badRequest('schedule must be a valueReference to a Schedule of this repository', "Parameters.parameter.where(name='schedule')", 'value');
   return id;
 }

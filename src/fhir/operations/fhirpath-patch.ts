@@ -1,6 +1,6 @@
 import type { Parameters, ParametersParameter, Resource } from '@medplum/fhirtypes';
-import { evalFhirPathTyped, parseFhirPath, toTypedValue, tryGetDataType, type TypedValue } from '../medplum';
-import { ensureBaseDefinitions } from '../validation/base-r4';
+import { evalFhirPathTyped, parseFhirPath, toTypedValue, tryGetDataType, type TypedValue } from '../../shared/medplum';
+import { ensureBaseDefinitions } from '../../model';
 import { malformed, unappliable } from './patch-error';
 
 /**

@@ -1,9 +1,10 @@
 import type { OperationDefinition, Resource } from '@medplum/fhirtypes';
-import { RESOURCE_TYPES } from '../../store/search/parameters';
-import { visible } from '../../store/repository';
+import { RESOURCE_TYPES } from '../../store';
+import { checkIfMatch } from '../../store';
+import { canSee } from '../../shared/owner';
 import { runWriteHooks } from '../hooks';
 import { checkBody, written } from '../interactions';
-import { gone, issue, notFound, OperationOutcomeError, preconditionFailed } from '../outcomes';
+import { gone, issue, notFound, OperationOutcomeError } from '../../shared/outcomes';
 import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { applyFhirPathPatch } from './fhirpath-patch';
 import { applyJsonPatchToResource } from './json-patch';
@@ -43,7 +44,7 @@ async function patch(req: FhirRequest, env: FhirEnv, type: string, id: string): 
   const scope = scopeOf(req.identity);
   const stored = await env.repo.withTransaction(async (repo) => {
     const row = await repo.readRow(type, id, { forUpdate: true });
-    if (!row || !visible(row.owner, scope)) throw notFound(type, id);
+    if (!row || !canSee(row.owner, scope)) throw notFound(type, id);
     if (row.deleted) throw gone(type, id);
     // If-Match first: a stale patch is refused as stale, whatever it would change.
     checkIfMatch(req.headers.ifMatch, row.versionId);
@@ -68,12 +69,6 @@ function apply(resource: Resource, body: unknown, jsonPatch: boolean): Resource 
     if (err instanceof PatchError) throw new OperationOutcomeError(err.status, [issue(err.code, err.message, err.expression)]);
     throw err;
   }
-}
-
-function checkIfMatch(ifMatch: string | undefined, current: number): void {
-  if (ifMatch === undefined) return;
-  const m = /^(?:W\/)?"?(\d+)"?$/.exec(ifMatch.trim());
-  if (!m || Number(m[1]) !== current) throw preconditionFailed(`If-Match ${ifMatch} does not match the current version W/"${current}"`);
 }
 
 /** `[]` (JSON Patch) or Parameters without `parameter`: checked after apply() accepted the shape. */

@@ -2,7 +2,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { AppContext } from '../../context';
 import { route, type Route } from '../../fhir/interactions';
 import { fhirBodyText, parsedBody } from '../../fhir/body';
-import { FhirFormatError, pathSegments, queryPairs } from '../../fhir/formats';
+import { FhirFormatError, pathSegments, queryPairs } from '../../model';
 import type { FhirRequest, RequestIdentity } from '../../fhir/request';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 import { InvalidRequest, isGuardError } from '../errors';

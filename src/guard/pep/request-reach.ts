@@ -1,9 +1,9 @@
 import type { Bundle } from '@medplum/fhirtypes';
-import { pathSegments } from '../../fhir/formats';
+import { pathSegments } from '../../model';
 import { route, type Route } from '../../fhir/interactions';
 import type { FhirRequest } from '../../fhir/request';
-import { isStoredType, searchParam, type SearchParamDef } from '../../store/search/parameters';
-import { parseSearch } from '../../store/search/request';
+import { isStoredType, searchParam, type SearchParamDef } from '../../store';
+import { parseSearch } from '../../fhir/search-request';
 
 /** A type the enforcement point cannot name: it stands for every type (`system/*`). */
 export const ANY_TYPE = '*';

@@ -1,4 +1,4 @@
-import type { Db } from '../../store/db';
+import type { Db } from '../../store';
 
 /**
  * Is the session (refresh-token family, the access token's `sid`) still alive? /revoke and reuse

@@ -1,5 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { evalFhirPathTyped, toTypedValue, type TypedValue } from '../../fhir/medplum';
+import { evalFhirPathTyped, toTypedValue, type TypedValue } from '../../shared/medplum';
+import { parseReference } from '../../shared/references';
 import { parseDateRange, periodRange, type DateRange } from './dates';
 import { COMPOUND_INDEXES, searchParams, type SearchParamDef } from './parameters';
 
@@ -113,14 +114,6 @@ function pushTokens(out: TokenRow[], param: string, v: TypedValue, implicitSyste
     default:
       if ('code' in value) out.push({ param, system: (value.system as string) ?? null, code: String(value.code) });
   }
-}
-
-/** `Type/id`, `Type/id/_history/n`, or an absolute URL ending in `Type/id`. */
-const REF_RE = /(?:^|\/)([A-Z][A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/;
-
-export function parseReference(reference: string): { type: string; id: string } | undefined {
-  const m = REF_RE.exec(reference);
-  return m ? { type: m[1], id: m[2] } : undefined;
 }
 
 function pushReference(out: ReferenceRow[], param: string, v: TypedValue, baseUrl?: string): void {

@@ -1,12 +1,14 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { Db } from '../db';
-import type { AccessScope } from '../repository';
+import { isFhirId } from '../../shared/fhir-id';
+import { parseReference } from '../../shared/references';
+import type { Viewer } from '../../shared/owner';
 import { parseDateRange, toTimestamp, type DateRange } from './dates';
-import { normalizeString, parseReference } from './extract';
+import { normalizeString } from './extract';
 import { COMPOUND_INDEXES, searchParam } from './parameters';
-import { splitDatePrefix, type Filter, type IncludeSpec, type SearchRequest } from './request';
+import { splitDatePrefix, type Filter, type IncludeSpec, type SearchRequest } from './query';
 
-export type { SearchRequest } from './request';
+export type { SearchRequest } from './query';
 
 export interface SearchResult {
   resources: Resource[];
@@ -16,7 +18,7 @@ export interface SearchResult {
 
 interface Ctx {
   params: unknown[];
-  scope?: AccessScope;
+  scope?: Viewer;
   now: Date;
   baseUrl: string;
   aliases?: number;
@@ -46,7 +48,7 @@ const DRIVER_PRIORITY: Record<string, number> = { reference: 0, token: 1, uri: 1
  * it prefers on its estimates and which costs far more for the typical ISiK slot query). Matches
  * are counted and paged in one statement, and only the page's rows are read from `resource`.
  */
-export async function executeSearch(db: Db, request: SearchRequest, opts: { scope?: AccessScope; now: Date; baseUrl: string }): Promise<SearchResult> {
+export async function executeSearch(db: Db, request: SearchRequest, opts: { scope?: Viewer; now: Date; baseUrl: string }): Promise<SearchResult> {
   const ctx: Ctx = { params: [], scope: opts.scope, now: opts.now, baseUrl: opts.baseUrl };
   const typeParam = p(ctx, request.resourceType);
   const compound = compoundDriver(ctx, request, typeParam);
@@ -131,7 +133,7 @@ function localReference(ctx: Ctx, type: string, param: string, value: string): s
   const parsed = parseReference(local);
   if (parsed && local.includes('/')) return `${parsed.type}/${parsed.id}`;
   const targets = searchParam(type, param)?.target ?? [];
-  return targets.length === 1 && /^[A-Za-z0-9\-.]{1,64}$/.test(local) ? `${targets[0]}/${local}` : undefined;
+  return targets.length === 1 && isFhirId(local) ? `${targets[0]}/${local}` : undefined;
 }
 
 /**
@@ -177,6 +179,7 @@ function tableOf(type: string): string {
   return type === 'reference' ? 'search_reference' : type === 'date' ? 'search_date' : type === 'string' ? 'search_string' : 'search_token';
 }
 
+/** The SQL form of shared/owner.ts `canSee`: what the viewer may see of resource row `r`. */
 function scopeSql(ctx: Ctx, r: string): string {
   if (!ctx.scope || ctx.scope.seesAll) return '';
   return `(${r}.owner IS NULL OR ${r}.owner = ${p(ctx, ctx.scope.institution)})`;
@@ -341,7 +344,7 @@ function escapeLike(s: string): string {
   return s.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
-async function loadIncludes(db: Db, opts: { scope?: AccessScope }, request: SearchRequest, matches: Resource[]): Promise<Resource[]> {
+async function loadIncludes(db: Db, opts: { scope?: Viewer }, request: SearchRequest, matches: Resource[]): Promise<Resource[]> {
   if (matches.length === 0 || (request.include.length === 0 && request.revinclude.length === 0)) return [];
   const ids = matches.map((m) => m.id as string);
   const seen = new Set(matches.map((m) => `${m.resourceType}/${m.id}`));

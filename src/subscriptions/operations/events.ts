@@ -1,6 +1,6 @@
 import type { OperationDefinition, Subscription } from '@medplum/fhirtypes';
 import type { Operation } from '../../fhir/operations/registry';
-import { badRequest } from '../../fhir/outcomes';
+import { badRequest } from '../../shared/outcomes';
 import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../../fhir/request';
 import { BACKPORT } from '../backport';
 import { readChannel } from '../channel-store';

@@ -1,9 +1,9 @@
 import crypto from 'node:crypto';
 import type { Bundle, OperationDefinition } from '@medplum/fhirtypes';
 import type { Operation } from '../../fhir/operations/registry';
-import { badRequest } from '../../fhir/outcomes';
+import { badRequest } from '../../shared/outcomes';
 import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../../fhir/request';
-import type { Repository } from '../../store/repository';
+import type { Repository } from '../../store';
 import { BACKPORT } from '../backport';
 import { readChannels } from '../channel-store';
 import { statusParameters } from '../status-parameters';

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Parameters, Resource } from '@medplum/fhirtypes';
-import { fromXml } from '../../../src/fhir/formats';
+import { fromXml } from '../../../src/model/formats';
 import { applyFhirPathPatch } from '../../../src/fhir/operations/fhirpath-patch';
 import { PatchError } from '../../../src/fhir/operations/patch-error';
 

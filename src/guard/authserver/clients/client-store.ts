@@ -1,6 +1,6 @@
 import type { JWK } from 'jose';
 import type { AppContext } from '../../../context';
-import { sqlState, SqlState } from '../../../store/db';
+import { sqlState, SqlState } from '../../../store';
 import { Conflict } from '../../errors';
 
 export type ClientStatus = 'pending_attestation' | 'active' | 'pending_user_binding';

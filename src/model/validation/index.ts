@@ -82,3 +82,4 @@ export function preloadValidation(): void {
 
 export type { ProfileSelection } from './profile-selection';
 export { requiredProfile } from './profile-selection';
+export { ensureBaseDefinitions } from './base-r4';

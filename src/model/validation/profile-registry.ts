@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import type { CodeSystem, StructureDefinition, ValueSet } from '@medplum/fhirtypes';
-import { projectPath } from '../../paths';
+import { projectPath } from '../../shared/paths';
 
 /**
  * The conformance resources this repository wrote itself (fhir-profiles/*.json): ISiK profiles

@@ -1,5 +1,5 @@
 import type { ElementDefinition, Resource, StructureDefinition } from '@medplum/fhirtypes';
-import { evalFhirPathTyped, parseFhirPath, toTypedValue, type FhirPathAtom, type TypedValue } from '../medplum';
+import { evalFhirPathTyped, parseFhirPath, toTypedValue, type FhirPathAtom, type TypedValue } from '../../shared/medplum';
 import { ruleViolation, type Finding } from './finding';
 import { checkRequiredBinding } from './required-binding';
 

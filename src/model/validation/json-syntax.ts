@@ -1,10 +1,8 @@
+import { isFhirId } from '../../shared/fhir-id';
 import { PROTOTYPE_KEYS } from '../formats/limits';
-import { isResourceType } from '../medplum';
+import { isResourceType } from '../../shared/medplum';
 import { syntaxError, type Finding } from './finding';
 
-// R4 datatypes.html#id: "Any combination of upper- or lower-case ASCII letters, numerals, '-'
-// and '.', with a length limit of 64 characters."
-const ID = /^[A-Za-z0-9\-.]{1,64}$/;
 
 /**
  * The checks that decide whether the body is a FHIR resource at all, before any definition is
@@ -46,7 +44,7 @@ function walk(value: unknown, path: string, findings: Finding[], isResource: boo
   if (value === null || typeof value !== 'object') return;
   const object = value as Record<string, unknown>;
   const nestedResource = isResource || typeof object.resourceType === 'string';
-  if (nestedResource && object.id !== undefined && (typeof object.id !== 'string' || !ID.test(object.id))) {
+  if (nestedResource && object.id !== undefined && (typeof object.id !== 'string' || !isFhirId(object.id))) {
     findings.push(syntaxError(`${path}.id`, `Invalid id ${JSON.stringify(object.id)} (R4 datatypes.html#id)`, 'value'));
   }
   for (const [key, child] of Object.entries(object)) {

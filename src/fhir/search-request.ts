@@ -1,55 +1,8 @@
 import type { OperationOutcomeIssue } from '@medplum/fhirtypes';
-import { badRequest, issue } from '../../fhir/outcomes';
-import { parseDateRange } from './dates';
-import { searchParam, SPECIAL_PARAMS, type SearchParamDef } from './parameters';
-
-/** One link of a chain: `schedule` or `actor:HealthcareService`. */
-export interface ChainLink {
-  param: string;
-  targetType?: string;
-}
-
-export interface Filter {
-  /** Reference parameters walked before `param` (`schedule.actor=...`). */
-  chain: ChainLink[];
-  /** `_has:Type:ref:` reverse chain: resources of `type` whose `param` points here. */
-  has?: { type: string; param: string };
-  param: string;
-  modifier?: string;
-  /** OR-ed values (comma-separated in the query); AND-ed when `allOf`. */
-  values: string[];
-  /** Merged repeats of a date parameter: one value must satisfy every condition. */
-  allOf?: boolean;
-  /** The parameter's type at the end of the chain. */
-  kind?: string;
-}
-
-export interface IncludeSpec {
-  type: string;
-  param: string;
-  targetType?: string;
-}
-
-export interface SortSpec {
-  param: string;
-  descending: boolean;
-}
-
-export interface SearchRequest {
-  resourceType: string;
-  filters: Filter[];
-  count: number;
-  offset: number;
-  sort: SortSpec[];
-  include: IncludeSpec[];
-  revinclude: IncludeSpec[];
-  /** `_summary=count` or `_count=0`: total only. */
-  totalOnly: boolean;
-  /** `_summary=true|text|data`: the matches are returned subsetted (`false`: left out). */
-  summary?: 'true' | 'text' | 'data';
-  /** `_elements`: top-level element names the matches are cut down to. */
-  elements?: string[];
-}
+import { badRequest, issue } from '../shared/outcomes';
+import { parseDateRange } from '../store';
+import { searchParam, SPECIAL_PARAMS, type SearchParamDef } from '../store';
+import { splitDatePrefix, type ChainLink, type Filter, type SearchRequest } from '../store';
 
 export interface ParsedSearch {
   request: SearchRequest;
@@ -71,7 +24,6 @@ const TOTAL_VALUES = new Set(['none', 'estimate', 'accurate']);
 
 const TOKEN_MODIFIERS = new Set(['not', 'missing', 'text']);
 const STRING_MODIFIERS = new Set(['exact', 'contains', 'missing']);
-const DATE_PREFIXES = ['eq', 'ne', 'gt', 'lt', 'ge', 'le', 'sa', 'eb', 'ap'];
 
 /**
  * Parses FHIR search parameters (name/value pairs, repeats AND-ed, commas OR-ed) into a request.
@@ -288,10 +240,6 @@ function checkParam(type: string, param: string, modifier: string | undefined, v
   }
 }
 
-export function splitDatePrefix(value: string): [string, string] {
-  const prefix = value.slice(0, 2);
-  return DATE_PREFIXES.includes(prefix) && /^\d/.test(value.slice(2)) ? [prefix, value.slice(2)] : ['eq', value];
-}
 
 function checkDateValue(param: string, value: string): void {
   const [, v] = splitDatePrefix(value);

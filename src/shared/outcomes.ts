@@ -14,6 +14,14 @@ export class OperationOutcomeError extends Error {
     super(issues.map((i) => i.diagnostics ?? i.code).join('; '));
   }
 
+  /**
+   * The stable cause, for logs and metrics: the first issue's IssueType code (R4
+   * valueset-issue-type: `not-found`, `conflict`, `business-rule`, ...), never its free text.
+   */
+  get code(): OperationOutcomeIssue['code'] {
+    return this.issues[0]?.code ?? 'exception';
+  }
+
   get outcome(): OperationOutcome {
     return outcome(this.issues);
   }
