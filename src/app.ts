@@ -1,13 +1,61 @@
 import crypto from 'node:crypto';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import { bookingInterceptors } from './booking';
 import type { AppContext } from './context';
-import { fhirRouter } from './fhir';
+import { fhirEnv, fhirRouter, type FhirEnv } from './fhir';
 import { guardRouter, API_VERSION } from './guard';
 import { errorUri } from './guard/http/respond';
 import { enforcementPoint, pepSettings, upstreamProxy } from './guard/pep';
+import { Jobs } from './jobs';
+import type { WriteInterceptor } from './store';
+import { subscriptionInterceptors, Subscriptions, type DispatcherSettings } from './subscriptions';
 
-/** Composes the parts; no logic of its own. */
+/** One application: its parts, composed here and nowhere else; two in one process share nothing. */
+export interface Terminus {
+  ctx: AppContext;
+  app: Express;
+  /** The FHIR layer: its repository runs every part's write interceptors. */
+  fhir: FhirEnv;
+  jobs: Jobs;
+  subscriptions: Subscriptions;
+  /** The background work of a replica: the job queue and the subscription delivery loop. */
+  start(delivery?: Partial<DispatcherSettings>): Promise<void>;
+  /** Stops the background work (the owner of `ctx` closes the store). */
+  stop(): Promise<void>;
+}
+
+/**
+ * The composition root. Write interceptors in the order they run: booking first (it may refuse a
+ * write or cascade), then subscriptions (its rules, then the wake-up of the delivery loop), then
+ * any the caller adds (a deployment's own rules; tests that simulate a crash mid-write).
+ */
+export function composeTerminus(ctx: AppContext, options: { interceptors?: readonly WriteInterceptor[] } = {}): Terminus {
+  const jobs = new Jobs(ctx);
+  let subscriptions: Subscriptions | undefined;
+  const interceptors = [...bookingInterceptors(), ...subscriptionInterceptors(ctx, () => subscriptions?.nudge()), ...(options.interceptors ?? [])];
+  const fhir = fhirEnv(ctx, { interceptors, jobs });
+  subscriptions = new Subscriptions(ctx, fhir.repo);
+  const parts = { ctx, fhir, jobs, subscriptions };
+  return {
+    ...parts,
+    app: createExpressApp(ctx, fhir),
+    async start(delivery) {
+      await jobs.start();
+      parts.subscriptions.start(delivery);
+    },
+    async stop() {
+      await parts.subscriptions.stop();
+      await jobs.stop();
+    },
+  };
+}
+
+/** The HTTP application alone, for callers that start no background work (tests, tools). */
 export function createApp(ctx: AppContext): Express {
+  return composeTerminus(ctx).app;
+}
+
+function createExpressApp(ctx: AppContext, fhir: FhirEnv): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', ctx.config.trustProxy);
@@ -27,7 +75,7 @@ export function createApp(ctx: AppContext): Express {
   });
   app.use(guardRouter(ctx));
   // Issue 6: the enforcement point, then the protected application (embedded, or UPSTREAM_URL in proxy mode).
-  app.use('/fhir', enforcementPoint(ctx), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx));
+  app.use('/fhir', enforcementPoint(ctx), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx, fhir));
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const correlationId = res.locals.requestId as string;
     if (redisUnavailable(ctx, err)) {

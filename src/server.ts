@@ -1,18 +1,16 @@
 import http from 'node:http';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { AddressInfo } from 'node:net';
-import { createApp } from './app';
-import { ConfigError, type Config } from './config';
+import { composeTerminus } from './app';
+import { ConfigError, fhirBaseUrl, type Config } from './config';
 import type { AppContext } from './context';
 import { createLogger, type Logger } from './logger';
 import { DataDirInUse, openDb, type Db } from './store/db';
 import { migrate } from './store/migrate';
-import { fhirEnv } from './fhir';
+import { Repository } from './store';
 import { API_VERSION } from './guard';
 import { preloadValidation } from './model/validation';
 import { demoResources } from './store/demo';
-import { startSubscriptions, stopSubscriptions } from './subscriptions';
-import { startJobs, stopJobs } from './jobs';
 
 export interface RunningServer {
   ctx: AppContext;
@@ -128,22 +126,21 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
 export async function startServer(config: Config, ctx?: AppContext): Promise<RunningServer> {
   const context = ctx ?? (await createContext(config));
   let server: http.Server | undefined;
-  let jobsStarted = false;
+  const terminus = composeTerminus(context);
+  let started = false;
   try {
     // Index the R4 definitions now rather than on the first write (about a second).
     preloadValidation();
     if (config.demoData) await loadDemoData(context);
-    const app = createApp(context);
-    server = http.createServer(app);
+    server = http.createServer(terminus.app);
     answerClientErrors(server);
     await listen(server, config);
     // Every replica works the job queue and sweeps up jobs a crashed replica left behind.
-    await startJobs(context);
-    jobsStarted = true;
-    startSubscriptions(context);
+    started = true;
+    await terminus.start();
   } catch (err) {
     server?.close();
-    if (jobsStarted) await withTimeout(stopJobs(context), SHUTDOWN_STEP_MS, 'jobs did not stop').catch(() => undefined);
+    if (started) await withTimeout(terminus.stop(), SHUTDOWN_STEP_MS, 'jobs did not stop').catch(() => undefined);
     if (!ctx) await closeContext(context);
     throw err;
   }
@@ -162,8 +159,8 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
           listening.closeIdleConnections();
         });
         // With Redis gone, BullMQ waits for it forever: shutdown must still complete.
-        await withTimeout(stopSubscriptions(context), SHUTDOWN_STEP_MS, 'subscriptions did not stop').catch((err) => context.logger.warn({ err: errorText(err) }, 'shutdown'));
-        await withTimeout(stopJobs(context), SHUTDOWN_STEP_MS, 'jobs did not stop').catch((err) => context.logger.warn({ err: errorText(err) }, 'shutdown'));
+        await withTimeout(terminus.subscriptions.stop(), SHUTDOWN_STEP_MS, 'subscriptions did not stop').catch((err) => context.logger.warn({ err: errorText(err) }, 'shutdown'));
+        await withTimeout(terminus.jobs.stop(), SHUTDOWN_STEP_MS, 'jobs did not stop').catch((err) => context.logger.warn({ err: errorText(err) }, 'shutdown'));
         await closeContext(context);
       })();
       return closing;
@@ -258,6 +255,6 @@ export async function loadDemoData(ctx: AppContext): Promise<void> {
   // The demo set is validated by its own tests (test/store/demo.test.ts); bulk loading keeps the
   // first start fast on PGlite.
   const resources = demoResources(ctx.now());
-  await fhirEnv(ctx).repo.bulkLoad(resources);
+  await new Repository(ctx.db, fhirBaseUrl(ctx.config), ctx.now).bulkLoad(resources);
   ctx.logger.info({ resources: resources.length }, 'demo data loaded into the empty store');
 }

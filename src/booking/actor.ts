@@ -1,6 +1,5 @@
-import type { Resource } from '@medplum/fhirtypes';
 import type { AccessScope, Repository } from '../store';
-import { ownerForWrite } from '../shared/owner';
+import { ownerForWrite, type Writer } from '../shared/owner';
 import type { Origin } from './outbox';
 
 /** Who acts on the booking (CONTRACT section 4). */
@@ -12,15 +11,25 @@ export interface Actor {
   scope?: AccessScope;
 }
 
-/** Lets the FHIR layer run other parts' write hooks for resources the booking writes. */
-export type WriteObserver = (write: { interaction: 'create' | 'update'; type: string; resource: Resource; previous?: Resource }) => Promise<void>;
-
-/** What a booking step works with: a repository bound to the booking's transaction. */
+/**
+ * What a booking step works with: a repository bound to the booking's transaction, writing with
+ * origin `booking` (every other part's interceptors still see those writes).
+ */
 export interface BookingContext {
   repo: Repository;
   actor: Actor;
   now: Date;
-  observe?: WriteObserver;
+}
+
+/** Who asks, as the booking sees it; no writer: the repository itself. */
+export function actorOf(writer?: Writer): Actor {
+  if (!writer?.institution) return { isRepository: true };
+  return { institution: writer.institution, isRepository: writer.isOwner, scope: { institution: writer.institution, seesAll: writer.isOwner } };
+}
+
+/** The context of a booking step for `writer` on `repo` (bound to the caller's transaction). */
+export function bookingContext(repo: Repository, writer?: Writer): BookingContext {
+  return { repo: repo.actingAs('booking', writer), actor: actorOf(writer), now: repo.now() };
 }
 
 /** Owner of a resource of `type` the booking creates (CONTRACT section 4). */

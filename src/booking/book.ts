@@ -78,7 +78,6 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
     ...(supportingInformation.length ? { supportingInformation } : {}),
     ...(extension.length ? { extension } : {}),
   };
-  await c.observe?.({ interaction: rebooked?.resource ? 'update' : 'create', type: 'Appointment', resource: appointment, previous: rebooked?.resource });
   const stored = (await repo.update(appointment, { owner: ownerOf(c.actor, 'Appointment') })).resource;
   await reserve(repo.db, stored.id as string, scheduleWindows(slots, window), slots.map((s) => s.id));
 
@@ -109,7 +108,6 @@ async function lockReplaced(c: BookingContext, id: string, newId: string | undef
 
 async function cancelReplaced(c: BookingContext, old: Appointment, owner: string | null): Promise<void> {
   const cancelled: Appointment = { ...old, status: 'cancelled' };
-  await c.observe?.({ interaction: 'update', type: 'Appointment', resource: cancelled, previous: old });
   const stored = (await c.repo.update(cancelled)).resource;
   await recordAppointmentChange(c.repo.db, { previous: old, next: stored, versionId: Number(stored.meta?.versionId), origin: originOf(c.actor), owner, at: c.now });
 }
@@ -138,7 +136,6 @@ async function takeSlots(c: BookingContext, refs: Reference[], window: Window, s
   if (!covers(views.map((v) => v.window!), window)) throw unprocessable('The appointment does not lie within its slots', 'Appointment.slot');
   for (const view of views) {
     const busy: Slot = { ...view.resource, status: 'busy' };
-    await c.observe?.({ interaction: 'update', type: 'Slot', resource: busy, previous: view.resource });
     view.resource = await writeSlot(c.repo, busy);
   }
   return views;
@@ -168,11 +165,9 @@ async function findSlots(c: BookingContext, scheduleId: string | undefined, wind
       if (rest.start >= rest.end) continue;
       const { id: _id, meta, ...copy } = view.resource;
       const free: Slot = { ...copy, meta: meta?.profile ? { profile: meta.profile, ...(meta.tag ? { tag: meta.tag } : {}) } : undefined, status: 'free', start: instant(rest.start), end: instant(rest.end) };
-      await c.observe?.({ interaction: 'create', type: 'Slot', resource: free });
       await writeSlot(c.repo, free, true);
     }
     const busy: Slot = { ...view.resource, status: 'busy', start: instant(part.start), end: instant(part.end) };
-    await c.observe?.({ interaction: 'update', type: 'Slot', resource: busy, previous: view.resource });
     booked.push({ ...view, resource: await writeSlot(c.repo, busy), window: part });
   }
   return booked;
@@ -233,7 +228,6 @@ async function storeRelatedPerson(c: BookingContext, person: RelatedPerson, pati
   // RelatedPerson.patient is 1..1: the booked patient when the client left it out.
   const candidate = { ...rest, meta: { tag: [{ ...EXTERNAL_TAG }] }, ...(person.patient || !patientRef ? {} : { patient: { reference: patientRef } }) } as RelatedPerson;
   checkParameterResource(candidate, 'related-person');
-  await c.observe?.({ interaction: 'create', type: 'RelatedPerson', resource: candidate });
   const stored = await c.repo.create(candidate, { owner: ownerOf(c.actor, candidate.resourceType) });
   return { reference: `RelatedPerson/${stored.id}` };
 }
@@ -245,7 +239,6 @@ async function storeSubmittedInformation(c: BookingContext, qr: QuestionnaireRes
   const { id: _id, meta: _meta, ...rest } = qr;
   const candidate: QuestionnaireResponse = { ...rest, ...(qr.subject || !patientRef ? {} : { subject: { reference: patientRef } }) };
   checkParameterResource(candidate, 'patientSubmittedInformation');
-  await c.observe?.({ interaction: 'create', type: 'QuestionnaireResponse', resource: candidate });
   const stored = await c.repo.create(candidate, { owner: ownerOf(c.actor, candidate.resourceType) });
   return { reference: `QuestionnaireResponse/${stored.id}` };
 }

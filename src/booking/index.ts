@@ -1,7 +1,8 @@
 export { book, type BookInput, type BookResult } from './book';
-export { actorOf, internalRequest, observerFor, registerBookingHooks } from './hooks';
-export type { Actor, BookingContext } from './actor';
+export { bookingInterceptors } from './interceptors';
+export { actorOf, bookingContext, type Actor, type BookingContext } from './actor';
 export { appointmentIdOf } from './references';
 export { changedImmutables, IMMUTABLE_ELEMENTS } from './immutables';
 export { BOOKING_CONFIRMATION_URL, REPLACES_URL } from './status';
 export { checkProposal } from './proposal';
+export type { AppointmentEventType } from './outbox';

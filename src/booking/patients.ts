@@ -32,7 +32,6 @@ export async function resolvePatientParameter(c: BookingContext, patient: Patien
     ...rest,
     meta: { ...(meta?.profile ? { profile: meta.profile } : {}), tag: tags.some((t) => t.system === EXTERNAL_TAG.system && t.code === EXTERNAL_TAG.code) ? tags : [...tags, { ...EXTERNAL_TAG }] },
   };
-  await c.observe?.({ interaction: 'create', type: 'Patient', resource: tagged });
   return c.repo.create(tagged, { owner: ownerOf(c.actor, 'Patient') });
 }
 

@@ -13,7 +13,6 @@ export async function releaseHolds(c: BookingContext, appointmentId: string): Pr
   for (const view of slots.values()) {
     if (view.resource.status === 'free') continue;
     const freed: Slot = { ...view.resource, status: 'free' };
-    await c.observe?.({ interaction: 'update', type: 'Slot', resource: freed, previous: view.resource });
     await writeSlot(c.repo, freed);
   }
   return slotIds;

@@ -1,5 +1,6 @@
 import type { Config } from '../config';
-import { importResources, readResourceFile } from '../fhir/import';
+import { composeTerminus } from '../app';
+import { importResources, readResourceFile } from '../fhir';
 import { OperationOutcomeError } from '../shared/outcomes';
 import { createContext } from '../server';
 
@@ -10,10 +11,11 @@ export async function runImport(config: Config, files: string[]): Promise<number
     return 2;
   }
   const ctx = await createContext({ ...config, demoData: false });
+  const { fhir } = composeTerminus(ctx);
   try {
     for (const file of files) {
       try {
-        const n = await importResources(ctx, readResourceFile(file));
+        const n = await importResources(fhir, readResourceFile(file));
         process.stdout.write(`${file}: ${n} resources imported\n`);
       } catch (err) {
         const detail = err instanceof OperationOutcomeError ? `${err.status} ${err.message}` : (err as Error).message;

@@ -1,9 +1,9 @@
 import type { CapabilityStatement, CapabilityStatementRestResource } from '@medplum/fhirtypes';
 import { RESOURCE_TYPES } from '../store';
 import { searchParams } from '../store';
-import { listOperations } from './operations/registry';
 import { knownProfiles } from '../model';
 import type { FhirEnv } from './request';
+import { addSubscriptionCapabilities } from '../subscriptions';
 
 const ISIK_CS = 'https://gematik.de/fhir/isik/CapabilityStatement';
 
@@ -34,19 +34,13 @@ const INCLUDES: Record<string, { include?: string[]; revinclude?: string[] }> = 
   Encounter: { include: ['Encounter:patient'] },
 };
 
-/** Extra capability contributions from parts (subscriptions: topic canonicals, instantiates). */
-type Contributor = (cs: CapabilityStatement) => void;
-const contributors: Contributor[] = [];
-export function contributeToCapabilities(fn: Contributor): void {
-  contributors.push(fn);
-}
 
 /**
  * The CapabilityStatement is generated from what the code supports: the stored types, their
  * indexed search parameters, the interactions of the router and the registered operations.
  */
 export function capabilityStatement(env: FhirEnv): CapabilityStatement {
-  const all = listOperations();
+  const all = env.operations.list();
   const operations = all.filter((o) => !o.internal);
   const resource: CapabilityStatementRestResource[] = RESOURCE_TYPES.map((type) => {
     const params = [...searchParams(type).values()]
@@ -103,6 +97,6 @@ export function capabilityStatement(env: FhirEnv): CapabilityStatement {
       },
     ],
   };
-  for (const c of contributors) c(cs);
+  addSubscriptionCapabilities(cs);
   return cs;
 }

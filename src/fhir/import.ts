@@ -1,9 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Bundle, BundleEntry, Resource } from '@medplum/fhirtypes';
-import type { AppContext } from '../context';
 import { fromXml, parseJson } from '../model';
-import { fhirEnv } from './index';
+import type { FhirEnv } from './request';
 import { badRequest } from '../shared/outcomes';
 import { processBundle } from './transaction';
 
@@ -25,10 +24,10 @@ export function toImportTransaction(input: Resource): Bundle {
   return { resourceType: 'Bundle', type: 'transaction', entry };
 }
 
-/** Loads resources into the store, one transaction per input. */
-export async function importResources(ctx: AppContext, input: Resource): Promise<number> {
+/** Loads resources into the store, one transaction per input, every write with origin `import`. */
+export async function importResources(env: FhirEnv, input: Resource): Promise<number> {
   const bundle = toImportTransaction(input);
-  const result = await processBundle({ method: 'POST', path: [], query: [], body: bundle, headers: {} }, fhirEnv(ctx));
+  const result = await processBundle({ method: 'POST', path: [], query: [], body: bundle, headers: {} }, { ...env, origin: 'import' });
   return result.entry?.length ?? 0;
 }
 

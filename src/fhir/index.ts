@@ -2,22 +2,28 @@ import crypto from 'node:crypto';
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
-import { Repository } from '../store';
+import type { Jobs } from '../jobs';
+import { Repository, type WriteInterceptor } from '../store';
 import { BODY_LIMIT, fhirBodyText, parsedBody } from './body';
 import { FHIR_JSON, FHIR_XML, FhirFormatError, MalformedUrl, negotiateFormat, parseJson, pathSegments, queryPairs, toXml } from '../model';
 import { handle } from './interactions';
 import { issue, notSupported, OperationOutcomeError, outcome } from '../shared/outcomes';
 import type { FhirEnv, FhirRequest, RequestIdentity } from './request';
-import './operations';
-import '../subscriptions';
+import { fhirOperations, fhirRequestJob, FHIR_REQUEST_JOB } from './operations';
 import { fhirBaseUrl } from '../config';
 
 export type { FhirEnv, FhirRequest, FhirResponse, RequestIdentity } from './request';
+export { importResources, readResourceFile, toImportTransaction } from './import';
 
-
-export function fhirEnv(ctx: AppContext): FhirEnv {
+/**
+ * The FHIR layer of one application: its repository runs `interceptors` on every write; its
+ * asynchronous requests run on `jobs` (the FHIR request job kind is defined there).
+ */
+export function fhirEnv(ctx: AppContext, parts: { interceptors: readonly WriteInterceptor[]; jobs: Jobs }): FhirEnv {
   const baseUrl = fhirBaseUrl(ctx.config);
-  return { ctx, baseUrl, repo: new Repository(ctx.db, baseUrl, ctx.now) };
+  const env: FhirEnv = { ctx, baseUrl, origin: 'rest', repo: new Repository(ctx.db, baseUrl, ctx.now, parts.interceptors), operations: fhirOperations(), jobs: parts.jobs };
+  parts.jobs.define(FHIR_REQUEST_JOB, fhirRequestJob(env));
+  return env;
 }
 
 /**
@@ -25,7 +31,7 @@ export function fhirEnv(ctx: AppContext): FhirEnv {
  * thrown error becomes an OperationOutcome (unknown errors: 500 with a correlation id, stack in
  * the log only).
  */
-export function fhirRouter(ctx: AppContext, env: FhirEnv = fhirEnv(ctx)): Router {
+export function fhirRouter(ctx: AppContext, env: FhirEnv): Router {
   const router = Router();
   router.use(fhirBodyText());
   router.use(async (req: Request, res: Response, next: NextFunction) => {

@@ -3,12 +3,9 @@ import { isStoredType } from '../store';
 import { parseSubsetting } from './search-request';
 import { ownerForWrite } from '../shared/owner';
 import { isFhirId } from '../shared/fhir-id';
-import { canSee } from '../shared/owner';
 import { capabilityStatement } from './capability';
-import { runWriteHooks } from './hooks';
-import { findOperation } from './operations/registry';
 import { badRequest, notFound, notSupported, OperationOutcomeError, outcome, issue } from '../shared/outcomes';
-import { preferHeader, scopeOf, type FhirEnv, type FhirRequest, type FhirResponse, type Interaction } from './request';
+import { preferHeader, scopeOf, writerRepo, type FhirEnv, type FhirRequest, type FhirResponse, type Interaction } from './request';
 import { fullUrl, searchType, subset } from './search';
 import { processBundle } from './transaction';
 import { validateResource } from '../model';
@@ -88,7 +85,7 @@ export async function handle(req: FhirRequest, env: FhirEnv, r: Route = route(re
     case 'update':
       return update(r.type!, r.id!, req, env);
     case 'patch': {
-      const patch = findOperation('patch', r.type);
+      const patch = env.operations.find('patch', r.type);
       if (!patch) throw notSupported(`PATCH is not supported on ${r.type}`, 405);
       return patch.handler(req, env, { type: r.type, id: r.id });
     }
@@ -99,13 +96,13 @@ export async function handle(req: FhirRequest, env: FhirEnv, r: Route = route(re
       return { status: 200, body: await processBundle(req, env) };
     case 'async-status': {
       // Polling URL of an asynchronous request (FHIR async pattern), served by the jobs part.
-      const poll = findOperation('async-status');
+      const poll = env.operations.find('async-status');
       if (!poll) throw notFound('async request', r.id);
       if (req.method !== 'GET' && req.method !== 'DELETE') throw methodNotAllowed(req.method, `_async/${r.id}`);
       return poll.handler(req, env, { id: r.id });
     }
     case 'operation': {
-      const op = findOperation(r.operation!, r.type);
+      const op = env.operations.find(r.operation!, r.type);
       if (!op) throw notFound('operation', `${r.type ? `${r.type}/` : ''}$${r.operation}`);
       if (req.method !== 'POST' && !(req.method === 'GET' && op.allowGet)) throw methodNotAllowed(req.method, `$${r.operation}`);
       return op.handler(req, env, { type: r.type, id: r.id });
@@ -135,33 +132,20 @@ export function checkBody(type: string, body: unknown, id?: string): Resource {
 
 async function create(type: string, req: FhirRequest, env: FhirEnv): Promise<FhirResponse> {
   const body = checkBody(type, withoutId(req.body));
-  const stored = await env.repo.withTransaction(async (repo) => {
-    await runWriteHooks({ interaction: 'create', type, resource: body, req, repo, ctx: env.ctx });
-    return repo.create(body, { owner: ownerForWrite(type, req.identity) });
-  });
+  const stored = await writerRepo(env, req).create(body, { owner: ownerForWrite(type, req.identity) });
   return written(stored, 201, env, req);
 }
 
 async function update(type: string, id: string, req: FhirRequest, env: FhirEnv): Promise<FhirResponse> {
   const body = checkBody(type, req.body, id);
   const scope = scopeOf(req.identity);
-  const { resource, created } = await env.repo.withTransaction(async (repo) => {
-    const current = await repo.readRow(type, id, { forUpdate: true });
-    // Another institution's resource does not exist for this requester: no hook may tell otherwise.
-    if (current && !canSee(current.owner, scope)) throw notFound(type, id);
-    await runWriteHooks({ interaction: 'update', type, resource: body, previous: current && !current.deleted ? current.resource : undefined, req, repo, ctx: env.ctx });
-    return repo.update(body, { ifMatch: req.headers.ifMatch, scope, owner: ownerForWrite(type, req.identity) });
-  });
+  // Another institution's resource does not exist for this requester (404 before any rule runs).
+  const { resource, created } = await writerRepo(env, req).update(body, { ifMatch: req.headers.ifMatch, scope, owner: ownerForWrite(type, req.identity) });
   return written(resource, created ? 201 : 200, env, req);
 }
 
 async function remove(type: string, id: string, req: FhirRequest, env: FhirEnv): Promise<FhirResponse> {
-  await env.repo.withTransaction(async (repo) => {
-    const current = await repo.readRow(type, id, { forUpdate: true });
-    if (current && !canSee(current.owner, scopeOf(req.identity))) throw notFound(type, id);
-    if (current && !current.deleted) await runWriteHooks({ interaction: 'delete', type, previous: current.resource, req, repo, ctx: env.ctx });
-    await repo.delete(type, id, { ifMatch: req.headers.ifMatch, scope: scopeOf(req.identity) });
-  });
+  await writerRepo(env, req).delete(type, id, { ifMatch: req.headers.ifMatch, scope: scopeOf(req.identity) });
   return { status: 200, body: outcome([issue('informational', `${type}/${id} deleted`, undefined, 'information')]) };
 }
 

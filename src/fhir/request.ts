@@ -1,6 +1,8 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
-import type { AccessScope, Repository } from '../store';
+import type { Jobs } from '../jobs';
+import type { AccessScope, Repository, WriteOrigin } from '../store';
+import type { OperationRegistry } from './operations/registry';
 
 /** The verified caller, set by the enforcement proxy; absent: the repository itself. */
 export interface RequestIdentity {
@@ -51,12 +53,23 @@ export interface FhirResponse {
   headers?: Record<string, string>;
 }
 
-/** What handlers work with. */
+/** What handlers work with: one per application (app.ts composes it). */
 export interface FhirEnv {
   ctx: AppContext;
+  /** The store with the application's write interceptors. */
   repo: Repository;
   /** `$PUBLIC_URL/fhir` */
   baseUrl: string;
+  /** Who the writes of this environment come from: `rest`, `import` or `job`. */
+  origin: WriteOrigin;
+  operations: OperationRegistry;
+  /** The job queue that runs `Prefer: respond-async` requests. */
+  jobs: Jobs;
+}
+
+/** The repository writing for the request's caller, with the environment's origin. */
+export function writerRepo(env: FhirEnv, req: FhirRequest): Repository {
+  return env.repo.actingAs(env.origin, req.identity);
 }
 
 export function scopeOf(identity?: RequestIdentity): AccessScope | undefined {

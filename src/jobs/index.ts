@@ -3,10 +3,10 @@ import type { AppContext } from '../context';
 import { BullMqQueue } from './bullmq';
 import { InProcessQueue } from './in-process';
 import type { JobQueue } from './port';
-import { runJob } from './runner';
+import { runJob, type JobKind } from './runner';
 import { abandonedJobs, cancelJob, insertJob, purgeExpired, readJob, storeId, type JobRecord, type JobState } from './store';
 
-export { registerJobKind, runJob, type JobKind } from './runner';
+export type { JobKind } from './runner';
 export type { JobRecord, JobResult, JobState } from './store';
 export { RetryLater, type JobQueue } from './port';
 
@@ -17,75 +17,90 @@ const SWEEP_MS = 30_000;
 /** A job still queued after this long was never handed to a queue (crash between insert and enqueue). */
 const QUEUED_GRACE_MS = 10_000;
 
-interface Jobs {
+interface Running {
   queue: JobQueue;
   sweeper: NodeJS.Timeout;
   first: NodeJS.Timeout;
 }
 
-const started = new WeakMap<AppContext, Promise<Jobs>>();
-
 /**
- * The job machinery of a context, started once: BullMQ on Redis when the context has one,
- * in-process otherwise. Servers call it at start so every replica works the queue.
+ * The job machinery of one application: the kinds it runs, and once started the queue (BullMQ on
+ * Redis when the context has one, in-process otherwise) and the sweeper. Servers start it so
+ * every replica works the queue; a submit starts it too.
  */
-export function startJobs(ctx: AppContext): Promise<JobQueue> {
-  let jobs = started.get(ctx);
-  if (!jobs) {
-    jobs = (async () => {
-      const run = (id: string) => runJob(ctx, id);
-      const queue: JobQueue = ctx.redis
-        ? new BullMqQueue(ctx.redis, `terminus-jobs-${await storeId(ctx.db)}`, run, ctx.logger, MAX_ATTEMPTS)
-        : new InProcessQueue(run, ctx.logger);
-      const sweepNow = () => {
-        sweep(ctx).catch((err: unknown) => ctx.logger.warn({ err }, 'job sweep failed'));
-      };
-      const sweeper = setInterval(sweepNow, SWEEP_MS);
-      sweeper.unref();
-      // At start: what a previous process left behind (embedded restart) runs again right away.
-      const first = setTimeout(sweepNow, 0);
-      first.unref();
-      return { queue, sweeper, first };
-    })();
-    started.set(ctx, jobs);
+export class Jobs {
+  private readonly kinds = new Map<string, JobKind>();
+  private running?: Promise<Running>;
+
+  constructor(private readonly ctx: AppContext) {}
+
+  /** Adds a kind of work (the FHIR layer: a request run later). */
+  define(name: string, kind: JobKind): void {
+    this.kinds.set(name, kind);
   }
-  return jobs.then((j) => j.queue);
-}
 
-export async function stopJobs(ctx: AppContext): Promise<void> {
-  const jobs = started.get(ctx);
-  if (!jobs) return;
-  started.delete(ctx);
-  const { queue, sweeper, first } = await jobs;
-  clearInterval(sweeper);
-  clearTimeout(first);
-  await queue.close();
-}
+  start(): Promise<JobQueue> {
+    this.running ??= this.open();
+    return this.running.then((r) => r.queue);
+  }
 
-/** Re-enqueues jobs left behind by a crashed worker and drops results older than 24 h. */
-export async function sweep(ctx: AppContext): Promise<string[]> {
-  const queue = await startJobs(ctx);
-  const now = ctx.now();
-  await purgeExpired(ctx.db, now);
-  const ids = await abandonedJobs(ctx.db, now, QUEUED_GRACE_MS);
-  for (const id of ids) await queue.enqueue(id);
-  return ids;
-}
+  async stop(): Promise<void> {
+    const running = this.running;
+    if (!running) return;
+    this.running = undefined;
+    const { queue, sweeper, first } = await running;
+    clearInterval(sweeper);
+    clearTimeout(first);
+    await queue.close();
+  }
 
-/** Records a job (state and, later, result in the database) and hands it to the queue. */
-export async function submitJob(ctx: AppContext, job: { kind: string; payload: unknown; owner: string | null }): Promise<string> {
-  const id = crypto.randomUUID();
-  await insertJob(ctx.db, { id, ...job, maxAttempts: MAX_ATTEMPTS, now: ctx.now() });
-  await (await startJobs(ctx)).enqueue(id);
-  return id;
-}
+  /** One attempt of job `id` (what a queue worker calls). */
+  run(id: string): Promise<void> {
+    return runJob(this.ctx, this.kinds, id);
+  }
 
-/** The job as any replica sees it; undefined when unknown or past its 24 h. */
-export async function findJob(ctx: AppContext, id: string): Promise<JobRecord | undefined> {
-  const job = await readJob(ctx.db, id);
-  return job && job.expiresAt > ctx.now() ? job : undefined;
-}
+  /** Re-enqueues jobs left behind by a crashed worker and drops results older than 24 h. */
+  async sweep(): Promise<string[]> {
+    const queue = await this.start();
+    const now = this.ctx.now();
+    await purgeExpired(this.ctx.db, now);
+    const ids = await abandonedJobs(this.ctx.db, now, QUEUED_GRACE_MS);
+    for (const id of ids) await queue.enqueue(id);
+    return ids;
+  }
 
-export function cancel(ctx: AppContext, id: string): Promise<JobState | undefined> {
-  return cancelJob(ctx.db, id, ctx.now());
+  /** Records a job (state and, later, result in the database) and hands it to the queue. */
+  async submit(job: { kind: string; payload: unknown; owner: string | null }): Promise<string> {
+    const id = crypto.randomUUID();
+    await insertJob(this.ctx.db, { id, ...job, maxAttempts: MAX_ATTEMPTS, now: this.ctx.now() });
+    await (await this.start()).enqueue(id);
+    return id;
+  }
+
+  /** The job as any replica sees it; undefined when unknown or past its 24 h. */
+  async find(id: string): Promise<JobRecord | undefined> {
+    const job = await readJob(this.ctx.db, id);
+    return job && job.expiresAt > this.ctx.now() ? job : undefined;
+  }
+
+  cancel(id: string): Promise<JobState | undefined> {
+    return cancelJob(this.ctx.db, id, this.ctx.now());
+  }
+
+  private async open(): Promise<Running> {
+    const { ctx } = this;
+    const run = (id: string) => this.run(id);
+    const queue: JobQueue = ctx.redis
+      ? new BullMqQueue(ctx.redis, `terminus-jobs-${await storeId(ctx.db)}`, run, ctx.logger, MAX_ATTEMPTS)
+      : new InProcessQueue(run, ctx.logger);
+    const sweepNow = () => {
+      this.sweep().catch((err: unknown) => ctx.logger.warn({ err }, 'job sweep failed'));
+    };
+    const sweeper = setInterval(sweepNow, SWEEP_MS);
+    sweeper.unref();
+    // At start: what a previous process left behind (embedded restart) runs again right away.
+    const first = setTimeout(sweepNow, 0);
+    first.unref();
+    return { queue, sweeper, first };
+  }
 }

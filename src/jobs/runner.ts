@@ -15,14 +15,8 @@ export interface JobKind {
   exhausted(err: unknown): JobResult;
 }
 
-const kinds = new Map<string, JobKind>();
-
-export function registerJobKind(name: string, kind: JobKind): void {
-  kinds.set(name, kind);
-}
-
-/** One attempt of job `id`. */
-export async function runJob(ctx: AppContext, id: string): Promise<void> {
+/** One attempt of job `id`, with the kinds of the application that runs it. */
+export async function runJob(ctx: AppContext, kinds: ReadonlyMap<string, JobKind>, id: string): Promise<void> {
   const job = await claimJob(ctx.db, id, ctx.now());
   if (!job) return;
   const kind = kinds.get(job.kind);

@@ -11,3 +11,4 @@ export * from './search/extract';
 export * from './search/parameters';
 export * from './search/query';
 export * from './search/sql';
+export * from './write-interceptors';

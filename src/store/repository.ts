@@ -1,11 +1,12 @@
 import crypto from 'node:crypto';
 import type { Resource } from '@medplum/fhirtypes';
 import { gone, notFound, preconditionFailed } from '../shared/outcomes';
-import { canSee, type Viewer } from '../shared/owner';
+import { canSee, type Viewer, type Writer } from '../shared/owner';
 import { SqlState, sqlState, type Db } from './db';
 import { toTimestamp } from './search/dates';
 import { extractIndexRows, type IndexRows } from './search/extract';
 import { executeSearch, type SearchRequest, type SearchResult } from './search/sql';
+import type { WriteEvent, WriteInterceptor, WriteOrigin } from './write-interceptors';
 
 /**
  * Who is asking: `undefined` sees everything (the repository itself, imports, jobs); otherwise
@@ -19,6 +20,13 @@ export interface WriteOptions {
   /** `W/"n"` or `n`: the write fails with 412 unless the current version is n. */
   ifMatch?: string;
   scope?: AccessScope;
+  /** What the interceptors are told; default `update` (or `create`). PATCH says `patch`. */
+  interaction?: 'patch';
+  /**
+   * The write's own validation, run after the interceptors and before storing, so a domain rule
+   * answers first (PATCH: an immutable element changed is that error, not a profile error).
+   */
+  validate?: (resource: Resource) => Resource;
 }
 
 export interface StoredRow {
@@ -31,21 +39,51 @@ export interface StoredRow {
 /** Largest PostgreSQL `integer` (resource_version.version_id). */
 const MAX_VERSION_ID = 2_147_483_647;
 
-/** Versioned resource store with typed search indexes, on one Db (pool or transaction). */
+/**
+ * Versioned resource store with typed search indexes, on one Db (pool or transaction). Every
+ * create, update and delete runs the write interceptors it was composed with, inside the write's
+ * transaction, telling them who writes (`actingAs`).
+ */
 export class Repository {
+  /**
+   * Rows this transaction holds locked (`readRow(..., {forUpdate})`), kept as they are now: the
+   * repository is the only writer of `resource`, so a write that follows a locking read
+   * (interceptors, PATCH, booking) needs no second read. Shared by every view of one transaction.
+   */
+  private locked = new Map<string, StoredRow | undefined>();
+  /** Who the writes of this view are for. `rest` by default: the origin every interceptor applies to. */
+  private acting: { origin: WriteOrigin; writer?: Writer } = { origin: 'rest' };
+
   constructor(
     readonly db: Db,
     /** `$PUBLIC_URL/fhir`: absolute references to this base are indexed as local. */
     readonly baseUrl: string,
     readonly now: () => Date = () => new Date(),
+    private readonly interceptors: readonly WriteInterceptor[] = [],
   ) {}
 
-  /**
-   * Rows this transaction holds locked (`readRow(..., {forUpdate})`), kept as they are now: the
-   * repository is the only writer of `resource`, so a write that follows a locking read (hooks,
-   * PATCH, booking) needs no second read.
-   */
-  private readonly locked = new Map<string, StoredRow | undefined>();
+  /** The same repository (transaction, lock cache, interceptors) writing for `origin` and `writer`. */
+  actingAs(origin: WriteOrigin, writer?: Writer): Repository {
+    const view = new Repository(this.db, this.baseUrl, this.now, this.interceptors);
+    view.locked = this.locked;
+    view.acting = { origin, writer };
+    return view;
+  }
+
+  /** The same repository (interceptors, origin) on another Db: a job's transaction. */
+  on(db: Db): Repository {
+    const bound = new Repository(db, this.baseUrl, this.now, this.interceptors);
+    bound.acting = this.acting;
+    return bound;
+  }
+
+  get origin(): WriteOrigin {
+    return this.acting.origin;
+  }
+
+  get writer(): Writer | undefined {
+    return this.acting.writer;
+  }
 
   /** Runs fn on a repository bound to one transaction (all-or-nothing); nested calls share it. */
   withTransaction<T>(fn: (repo: Repository) => Promise<T>): Promise<T> {
@@ -121,6 +159,7 @@ export class Repository {
       if (!row || !canSee(row.owner, opts.scope)) throw notFound(type, id);
       checkIfMatch(opts.ifMatch, row.versionId);
       if (row.deleted) return;
+      await tx.intercept({ interaction: 'delete', type, previous: row.resource });
       const versionId = row.versionId + 1;
       const lastUpdated = tx.now().toISOString();
       const content = { ...row.resource, meta: { ...row.resource.meta, versionId: String(versionId), lastUpdated } };
@@ -136,7 +175,8 @@ export class Repository {
 
   /**
    * Inserts many new resources (ids not yet stored) in chunks with multi-row statements: the
-   * demo calendars and benchmark data sets. No validation here: callers load data they vouch for.
+   * demo calendars and benchmark data sets. No validation and no interceptors here: callers load
+   * data they vouch for (free slots, calendars; nothing a rule or a subscriber acts on).
    */
   async bulkLoad(resources: Resource[], chunkSize = 500): Promise<void> {
     for (let i = 0; i < resources.length; i += chunkSize) {
@@ -187,9 +227,12 @@ export class Repository {
             if (!row) throw preconditionFailed(`${type}/${id} does not exist; If-Match cannot match`);
             checkIfMatch(opts.ifMatch, row.versionId);
           }
+          const previous = row && !row.deleted ? row.resource : undefined;
+          await tx.intercept({ interaction: opts.interaction ?? mode, type, resource, previous });
+          const checked = opts.validate ? opts.validate(resource) : resource;
           const versionId = (row?.versionId ?? 0) + 1;
           const lastUpdated = tx.now().toISOString();
-          const stored: Resource = { ...resource, id, meta: { ...resource.meta, versionId: String(versionId), lastUpdated } };
+          const stored: Resource = { ...checked, id, meta: { ...checked.meta, versionId: String(versionId), lastUpdated } };
           const owner = row ? row.owner : (opts.owner ?? null);
           // One statement (data-modifying CTEs): the resource row, its version and its index rows
           // change together in a single round trip.
@@ -205,8 +248,17 @@ export class Repository {
     }
   }
 
+  /** Runs the interceptors of the event's type, in the order they were composed. */
+  private async intercept(event: Omit<WriteEvent, 'origin' | 'writer' | 'repo'>): Promise<void> {
+    for (const interceptor of this.interceptors) {
+      if (interceptor.types.includes(event.type)) await interceptor.beforeWrite({ ...event, origin: this.acting.origin, writer: this.acting.writer, repo: this });
+    }
+  }
+
   private inTransaction<T>(fn: (tx: Repository) => Promise<T>): Promise<T> {
-    return this.db.transaction((tx) => fn(tx === this.db ? this : new Repository(tx, this.baseUrl, this.now)));
+    return this.db.transaction((tx) => {
+      return fn(tx === this.db ? this : this.on(tx));
+    });
   }
 }
 

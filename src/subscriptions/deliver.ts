@@ -7,6 +7,7 @@ import { eventsBetween, type SubscriptionEvent } from './event-store';
 import { notificationBundle } from './notification-bundle';
 import { postNotification, type PostResult } from './rest-hook';
 import { setSubscriptionStatus } from './subscription-status';
+import type { Repository } from '../store';
 import { fhirBaseUrl } from '../config';
 
 /** Delivery knobs; tests shorten the waits. */
@@ -48,13 +49,13 @@ export function leaseMs(settings: DeliverySettings): number {
  * `perClaim` notifications, then the lease ends. `prefetched`: the first notification's events,
  * read with those of the other claimed subscriptions.
  */
-export async function deliverClaimed(ctx: AppContext, claimed: Channel, settings: DeliverySettings, prefetched?: SubscriptionEvent[]): Promise<void> {
+export async function deliverClaimed(ctx: AppContext, repo: Repository, claimed: Channel, settings: DeliverySettings, prefetched?: SubscriptionEvent[]): Promise<void> {
   let channel = claimed;
   let events = prefetched;
   let leased = true;
   try {
     for (let turn = 0; turn < settings.perClaim; turn++) {
-      const outcome = await step(ctx, channel, settings, events);
+      const outcome = await step(ctx, repo, channel, settings, events);
       events = undefined;
       if (!outcome.next) {
         leased = outcome.leased;
@@ -68,7 +69,7 @@ export async function deliverClaimed(ctx: AppContext, claimed: Channel, settings
 }
 
 /** Sends one notification if one is due. */
-async function step(ctx: AppContext, channel: Channel, settings: DeliverySettings, prefetched?: SubscriptionEvent[]): Promise<StepOutcome> {
+async function step(ctx: AppContext, repo: Repository, channel: Channel, settings: DeliverySettings, prefetched?: SubscriptionEvent[]): Promise<StepOutcome> {
   const now = ctx.now();
   const due = dueWork(channel, now);
   const version = channel.version;
@@ -79,7 +80,7 @@ async function step(ctx: AppContext, channel: Channel, settings: DeliverySetting
   } catch (err) {
     ctx.logger.error({ err, subscription: channel.id }, 'channel headers cannot be opened (key changed); the client must set them again');
     await setErrorCode(ctx.db, channel.id, 'error-response');
-    await setSubscriptionStatus(ctx, channel.id, version, 'error', 'channel.header cannot be decrypted with the current key; update the Subscription with the headers in clear');
+    await setSubscriptionStatus(repo, channel.id, version, 'error', 'channel.header cannot be decrypted with the current key; update the Subscription with the headers in clear');
     return { leased: true };
   }
   const timeoutMs = Math.min(channel.timeoutS ? channel.timeoutS * 1000 : settings.timeoutMs, settings.maxTimeoutMs);
@@ -104,14 +105,14 @@ async function step(ctx: AppContext, channel: Channel, settings: DeliverySetting
   if (due === 'handshake') {
     const result = await send('handshake');
     if (result.ok) {
-      await setSubscriptionStatus(ctx, channel.id, version, 'active');
+      await setSubscriptionStatus(repo, channel.id, version, 'active');
       const next = await recordSuccess(ctx.db, channel.id, now);
       return next ? { next } : { leased: true };
     }
     // Backport "channels": a failed handshake leaves the subscription in error; the client
     // reactivates it by updating its status.
     await setErrorCode(ctx.db, channel.id, result.code);
-    await setSubscriptionStatus(ctx, channel.id, version, 'error', `handshake failed: ${result.detail}`);
+    await setSubscriptionStatus(repo, channel.id, version, 'error', `handshake failed: ${result.detail}`);
     logFailure(ctx, channel, 'handshake', result);
     return { leased: true };
   }
@@ -125,23 +126,23 @@ async function step(ctx: AppContext, channel: Channel, settings: DeliverySetting
     }
     const result = await send('event-notification', events.slice(0, limit));
     if (result.ok) return continueWith(await recordSuccess(ctx.db, channel.id, now, events[Math.min(events.length, limit) - 1].eventNumber, true));
-    await failed(ctx, channel, version, result, settings);
+    await failed(ctx, repo, channel, version, result, settings);
     return { leased: true };
   }
 
   const result = await send('heartbeat');
   if (result.ok) return continueWith(await recordSuccess(ctx.db, channel.id, now, undefined, true));
-  await failed(ctx, channel, version, result, settings);
+  await failed(ctx, repo, channel, version, result, settings);
   return { leased: true };
 }
 
 /** Backoff, and after the last attempt `error` with the coded reason. */
-async function failed(ctx: AppContext, channel: Channel, version: string, result: Exclude<PostResult, { ok: true }>, settings: DeliverySettings): Promise<void> {
+async function failed(ctx: AppContext, repo: Repository, channel: Channel, version: string, result: Exclude<PostResult, { ok: true }>, settings: DeliverySettings): Promise<void> {
   const retryAt = new Date(ctx.now().getTime() + settings.backoffMs * 2 ** channel.failures);
   const failures = await recordFailure(ctx.db, channel.id, result.code, retryAt);
   logFailure(ctx, channel, `attempt ${failures}/${settings.maxAttempts}`, result);
   if (failures >= settings.maxAttempts) {
-    await setSubscriptionStatus(ctx, channel.id, version, 'error', `delivery failed ${failures} times: ${result.detail}`);
+    await setSubscriptionStatus(repo, channel.id, version, 'error', `delivery failed ${failures} times: ${result.detail}`);
   }
 }
 

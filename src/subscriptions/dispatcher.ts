@@ -1,4 +1,5 @@
 import type { AppContext } from '../context';
+import type { Repository } from '../store';
 import { claimDueChannels, endedChannels, type Channel } from './channel-store';
 import { DEFAULT_DELIVERY, deliverClaimed, leaseMs, type DeliverySettings } from './deliver';
 import { eventsFor, purgeEvents } from './event-store';
@@ -38,6 +39,8 @@ export class Dispatcher {
 
   constructor(
     private readonly ctx: AppContext,
+    /** The application's repository: the server's status writes run its interceptors too. */
+    private readonly repo: Repository,
     readonly settings: DispatcherSettings,
   ) {}
 
@@ -95,7 +98,7 @@ export class Dispatcher {
   /** R4 Subscription.end: the server turns the subscription off once it has passed. */
   private async turnOffEnded(): Promise<void> {
     for (const { id, version } of await endedChannels(this.ctx.db, this.ctx.now())) {
-      await setSubscriptionStatus(this.ctx, id, version, 'off');
+      await setSubscriptionStatus(this.repo, id, version, 'off');
     }
   }
 
@@ -111,7 +114,7 @@ export class Dispatcher {
         if (claimed.length === 0) return;
         // The first notification's events of every claimed subscription in one query.
         const events = await eventsFor(this.ctx.db, claimed.filter(hasEvents).map((c) => [c.id, c.deliveredThrough + 1, Math.min(c.eventsSinceStart, c.deliveredThrough + (c.maxCount ?? 1))]));
-        const results = await Promise.allSettled(claimed.map((c) => deliverClaimed(this.ctx, c, this.settings, hasEvents(c) ? (events.get(c.id) ?? []) : undefined)));
+        const results = await Promise.allSettled(claimed.map((c) => deliverClaimed(this.ctx, this.repo, c, this.settings, hasEvents(c) ? (events.get(c.id) ?? []) : undefined)));
         for (const r of results) if (r.status === 'rejected' && !this.stopped) this.ctx.logger.error({ err: r.reason }, 'subscription delivery failed');
         if (claimed.length < this.settings.concurrency) return;
       }

@@ -1,6 +1,6 @@
 import type { Appointment } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
-import type { AppointmentEventType } from '../booking/outbox';
+import type { AppointmentEventType } from '../booking';
 import type { Db } from '../store';
 import { canSee, type Viewer } from '../shared/owner';
 import { listeningChannels } from './channel-store';

@@ -1,54 +1,63 @@
 import type { AppContext } from '../context';
-import { contributeToCapabilities } from '../fhir/capability';
-import { registerWriteHook } from '../fhir/hooks';
-import { registerOperation } from '../fhir/operations/registry';
-import { addSubscriptionCapabilities } from './capabilities';
+import type { Repository, WriteInterceptor } from '../store';
 import { DEFAULT_DISPATCHER, Dispatcher, type DispatcherSettings } from './dispatcher';
-import { eventsOperation } from './operations/events';
-import { statusOperation } from './operations/status';
 import { onSubscriptionWrite } from './write-rules';
 
 export { Dispatcher, DEFAULT_DISPATCHER, type DispatcherSettings } from './dispatcher';
+export { addSubscriptionCapabilities } from './capabilities';
+export { BACKPORT } from './backport';
+export { readChannel, readChannels } from './channel-store';
+export { eventsBetween } from './event-store';
+export { notificationBundle } from './notification-bundle';
+export { statusParameters } from './status-parameters';
 
-const dispatchers = new Map<AppContext, Dispatcher>();
+/**
+ * The write rules of the subscriptions part: ISiKSubscriptionTermin checks on every Subscription a
+ * client writes (not on the server's own status changes), and a wake-up of the delivery loop
+ * after writes that may create work (a Subscription to handshake, an Appointment event).
+ */
+export function subscriptionInterceptors(ctx: AppContext, wake: () => void): WriteInterceptor[] {
+  return [
+    {
+      name: 'subscriptions: ISiKSubscriptionTermin rules',
+      types: ['Subscription'],
+      async beforeWrite(event) {
+        if (event.origin === 'system') return;
+        await onSubscriptionWrite(ctx, event);
+        wake();
+      },
+    },
+    { name: 'subscriptions: wake the delivery loop', types: ['Appointment'], beforeWrite: async () => wake() },
+  ];
+}
 
-/** Starts the delivery loop of this process (server start); idempotent per context. */
-export function startSubscriptions(ctx: AppContext, settings: Partial<DispatcherSettings> = {}): Dispatcher {
-  let d = dispatchers.get(ctx);
-  if (!d) {
-    d = new Dispatcher(ctx, { ...DEFAULT_DISPATCHER, ...settings });
-    dispatchers.set(ctx, d);
-    d.start();
+/** The delivery loop of one application: started with the server, stopped at close. */
+export class Subscriptions {
+  private dispatcher?: Dispatcher;
+
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly repo: Repository,
+  ) {}
+
+  /** Starts the loop (idempotent). */
+  start(settings: Partial<DispatcherSettings> = {}): Dispatcher {
+    if (!this.dispatcher) {
+      this.dispatcher = new Dispatcher(this.ctx, this.repo, { ...DEFAULT_DISPATCHER, ...settings });
+      this.dispatcher.start();
+    }
+    return this.dispatcher;
   }
-  return d;
+
+  /** Stops the loop and waits for the turn in progress. */
+  async stop(): Promise<void> {
+    const d = this.dispatcher;
+    this.dispatcher = undefined;
+    await d?.stop();
+  }
+
+  /** A write that may create work wakes the loop (when it runs in this process). */
+  nudge(): void {
+    this.dispatcher?.nudge();
+  }
 }
-
-/** Stops the loop and waits for the turn in progress (server close). */
-export async function stopSubscriptions(ctx: AppContext): Promise<void> {
-  const d = dispatchers.get(ctx);
-  if (!d) return;
-  dispatchers.delete(ctx);
-  await d.stop();
-}
-
-/** A write that may create work (a Subscription to handshake, an outbox event) wakes the loops. */
-function nudge(): void {
-  for (const d of dispatchers.values()) d.nudge();
-}
-
-let registered = false;
-
-function register(): void {
-  if (registered) return;
-  registered = true;
-  registerWriteHook('Subscription', async (event) => {
-    await onSubscriptionWrite(event);
-    nudge();
-  });
-  registerWriteHook('Appointment', async () => nudge());
-  registerOperation(statusOperation);
-  registerOperation(eventsOperation);
-  contributeToCapabilities(addSubscriptionCapabilities);
-}
-
-register();

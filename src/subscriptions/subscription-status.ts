@@ -1,8 +1,6 @@
 import type { Subscription } from '@medplum/fhirtypes';
-import type { AppContext } from '../context';
-import { Repository } from '../store';
+import type { Repository } from '../store';
 import type { SubscriptionStatusCode } from './backport';
-import { fhirBaseUrl } from '../config';
 
 /**
  * The server's own status changes (handshake answered → `active`; handshake or last delivery
@@ -11,14 +9,13 @@ import { fhirBaseUrl } from '../config';
  * write decides.
  */
 export async function setSubscriptionStatus(
-  ctx: AppContext,
+  repository: Repository,
   id: string,
   expectedVersion: string | undefined,
   status: SubscriptionStatusCode,
   error?: string,
 ): Promise<boolean> {
-  const repo = new Repository(ctx.db, fhirBaseUrl(ctx.config), ctx.now);
-  return repo.withTransaction(async (tx) => {
+  return repository.actingAs('system').withTransaction(async (tx) => {
     const row = await tx.readRow('Subscription', id, { forUpdate: true });
     if (!row || row.deleted) return false;
     const current = row.resource as Subscription;

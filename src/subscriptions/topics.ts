@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { projectPath } from '../shared/paths';
-import type { AppointmentEventType } from '../booking/outbox';
+import type { AppointmentEventType } from '../booking';
 
 /** Links a topic to the booking outbox event it stands for (scheduling.md 3.3). */
 const OUTBOX_EVENT_EXT = 'http://terminus.local/fhir/StructureDefinition/outbox-event';

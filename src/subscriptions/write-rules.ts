@@ -1,7 +1,6 @@
 import type { Extension, Subscription } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
-import type { WriteEvent } from '../fhir/hooks';
-import { issue, OperationOutcomeError } from '../shared/outcomes';
+import type { WriteEvent } from '../store';
 import { EXT, PAYLOAD_TYPES } from './backport';
 import { ChannelHeaderError, maskChannelHeader, openHeaders, resolveHeaders, sealHeaders, type ChannelHeader } from './channel-headers';
 import { readChannel } from './channel-store';
@@ -14,9 +13,8 @@ import { findTopic, topics, type Topic } from './topics';
  * ISiKSubscriptionTermin rules for every Subscription write (REST, transaction Bundle, PATCH),
  * as a list of named checks; then the status the server allows and the write-only headers.
  */
-export async function onSubscriptionWrite(event: WriteEvent): Promise<void> {
+export async function onSubscriptionWrite(ctx: AppContext, event: WriteEvent): Promise<void> {
   if (event.interaction === 'delete' || !event.resource) return;
-  if (!event.ctx) throw new OperationOutcomeError(500, [issue('exception', 'Subscription writes need the application context')]);
   const sub = event.resource as Subscription;
   const previous = event.previous as Subscription | undefined;
   const topic = checkTopic(sub);
@@ -24,11 +22,11 @@ export async function onSubscriptionWrite(event: WriteEvent): Promise<void> {
   checkChannelType(sub);
   checkPayload(sub);
   statePayloadContent(sub);
-  const problem = endpointProblem(sub.channel?.endpoint, event.ctx.config.production);
+  const problem = endpointProblem(sub.channel?.endpoint, ctx.config.production);
   if (problem) throw refuse.invalidEndpoint(problem);
 
   const stored = previous ? await readChannel(event.repo.db, previous.id as string) : undefined;
-  const before = stored ? storedHeaders(event.ctx, stored.headersSealed) : [];
+  const before = stored ? storedHeaders(ctx, stored.headersSealed) : [];
   const headers = (() => {
     try {
       return resolveHeaders(sub.channel.header ?? [], before);
@@ -40,7 +38,7 @@ export async function onSubscriptionWrite(event: WriteEvent): Promise<void> {
   sub.status = nextStatus(sub, previous, JSON.stringify(headers) !== JSON.stringify(before));
   // What the resource shows from now on; the real values go to the mirror trigger, sealed.
   if (headers.length) sub.channel.header = headers.map(maskChannelHeader);
-  await event.repo.db.query("SELECT set_config('terminus.subscription_headers', $1, true)", [sealHeaders(event.ctx, headers)]);
+  await event.repo.db.query("SELECT set_config('terminus.subscription_headers', $1, true)", [sealHeaders(ctx, headers)]);
 }
 
 /** The stored headers in clear; none when the key that sealed them is gone (the client then sends them in clear). */

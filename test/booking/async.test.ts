@@ -1,9 +1,7 @@
 import { Redis } from 'ioredis';
 import request from 'supertest';
 import type { Appointment } from '@medplum/fhirtypes';
-import { createApp } from '../../src/app';
-import { registerWriteHook } from '../../src/fhir/hooks';
-import { startJobs, stopJobs, sweep } from '../../src/jobs';
+import { composeTerminus } from '../../src/app';
 import { createTestContext } from '../helpers/context';
 import type { FhirResponse } from '../../src/fhir/request';
 import { asFhir, bookingFixture, FHIR_JSON, freeSlot, MANUAL, proposal, put, requestor, schedule, type BookingFixture } from './builders';
@@ -25,12 +23,16 @@ function isRunning(status: number, headers: Record<string, string | undefined>, 
 
 let crashOnce = false;
 // Simulates a worker dying after the booking was written but before the job committed.
-registerWriteHook('Appointment', async () => {
-  if (crashOnce) {
-    crashOnce = false;
-    throw new Error('simulated worker crash');
-  }
-});
+const crashing = {
+  name: 'test: a worker crash mid-booking',
+  types: ['Appointment'],
+  beforeWrite: async () => {
+    if (crashOnce) {
+      crashOnce = false;
+      throw new Error('simulated worker crash');
+    }
+  },
+};
 
 const backends: [string, boolean][] = [['in-process', false]];
 if (process.env.REDIS_URL) backends.push(['BullMQ on Redis', true]);
@@ -40,12 +42,12 @@ describe.each(backends)('asynchronous $book (%s)', (_name, useRedis) => {
   let redis: Redis | undefined;
   let n = 0;
   beforeAll(async () => {
-    f = await bookingFixture();
+    f = await bookingFixture({ interceptors: [crashing] });
     if (useRedis) {
       redis = new Redis(process.env.REDIS_URL!, { maxRetriesPerRequest: null });
       f.ctx.redis = redis;
     }
-    await startJobs(f.ctx);
+    await f.terminus.jobs.start();
   });
   afterAll(async () => {
     await f.close();
@@ -123,8 +125,8 @@ describe.each(backends)('asynchronous $book (%s)', (_name, useRedis) => {
   test('a second app instance on the same database answers the poll', async () => {
     const s = await newSlot();
     const res = await kickOff(on(s));
-    const other = createApp(await createTestContext({ db: f.ctx.db }));
-    const done = await settle(res.headers['content-location'], other);
+    const other = composeTerminus(await createTestContext({ db: f.ctx.db }));
+    const done = await settle(res.headers['content-location'], other.app).finally(() => other.stop());
     expect(done.status).toBe(201);
     expect(done.body.status).toBe('booked');
   });
@@ -147,7 +149,7 @@ describe.each(backends)('asynchronous $book (%s)', (_name, useRedis) => {
     const del = await request(f.app).delete(`/fhir/_async/${id}`);
     expect(del.status).toBe(202);
     expect((await request(f.app).get(`/fhir/_async/${id}`)).status).toBe(404);
-    await sweep(f.ctx);
+    await f.terminus.jobs.sweep();
     expect((await request(f.app).get(`/fhir/Slot/${s.id}`)).body.status).toBe('free');
   });
 
@@ -211,11 +213,10 @@ describe.each(backends)('asynchronous $book (%s)', (_name, useRedis) => {
        VALUES ($1, 'fhir-request', NULL, 'running', $2, 1, 3, now() - interval '1 minute', now(), now(), now() + interval '1 day')`,
       [id, JSON.stringify({ method: 'POST', path: ['Appointment', '$book'], query: [], headers: {}, body: on(s) })],
     );
-    expect(await sweep(f.ctx)).toContain(id);
+    expect(await f.terminus.jobs.sweep()).toContain(id);
     const done = await settle(`http://localhost:8080/fhir/_async/${id}`);
     expect(done.status).toBe(201);
     expect((done.body as Appointment).slot).toEqual([{ reference: `Slot/${s.id}` }]);
   });
 
-  void stopJobs;
 });

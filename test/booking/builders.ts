@@ -2,10 +2,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Appointment, Bundle, Parameters, Patient, Resource, Schedule, Slot } from '@medplum/fhirtypes';
 import type { Express } from 'express';
-import { createApp } from '../../src/app';
+import { composeTerminus, type Terminus } from '../../src/app';
 import type { AppContext } from '../../src/context';
-import { fhirEnv } from '../../src/fhir';
-import { importResources } from '../../src/fhir/import';
+import type { WriteInterceptor } from '../../src/store';
+import { importResources } from '../../src/fhir';
 import { handle } from '../../src/fhir/interactions';
 import type { FhirEnv, FhirRequest, FhirResponse, RequestIdentity } from '../../src/fhir/request';
 import { OperationOutcomeError } from '../../src/shared/outcomes';
@@ -20,21 +20,23 @@ export interface BookingFixture {
   ctx: AppContext & { clock: TestClock };
   app: Express;
   env: FhirEnv;
+  terminus: Terminus;
   close(): Promise<void>;
 }
 
 /** A fresh store with the ISiK Stufe 5 seed fixture loaded, and the app on it. */
-export async function bookingFixture(opts: { pglite?: boolean } = {}): Promise<BookingFixture> {
+export async function bookingFixture(opts: { pglite?: boolean; interceptors?: WriteInterceptor[] } = {}): Promise<BookingFixture> {
   const ctx = await createTestContext(opts);
   const bundle = JSON.parse(fs.readFileSync(path.join(__dirname, '../../fixtures/isik-stufe5.json'), 'utf8')) as Bundle;
-  await importResources(ctx, bundle);
+  const terminus = composeTerminus(ctx, { interceptors: opts.interceptors });
+  await importResources(terminus.fhir, bundle);
   return {
     ctx,
-    app: createApp(ctx),
-    env: fhirEnv(ctx),
+    app: terminus.app,
+    env: terminus.fhir,
+    terminus,
     close: async () => {
-      const { stopJobs } = await import('../../src/jobs');
-      await stopJobs(ctx);
+      await terminus.stop();
       await ctx.db.close();
     },
   };
@@ -100,7 +102,7 @@ export function patient(id: string, extra: Partial<Patient> = {}): Patient {
 }
 
 export async function put(f: BookingFixture, ...resources: Resource[]): Promise<void> {
-  await importResources(f.ctx, { resourceType: 'Bundle', type: 'collection', entry: resources.map((resource) => ({ resource })) });
+  await importResources(f.env, { resourceType: 'Bundle', type: 'collection', entry: resources.map((resource) => ({ resource })) });
 }
 
 /** Runs a FHIR request through the FHIR layer as `identity` (the guard sets it in production). */

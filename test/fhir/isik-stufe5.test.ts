@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import request from 'supertest';
 import type { Express } from 'express';
 import type { Bundle, Resource } from '@medplum/fhirtypes';
-import { createApp } from '../../src/app';
+import { composeTerminus } from '../../src/app';
 import type { AppContext } from '../../src/context';
 import { importResources } from '../../src/fhir/import';
 import { evalFhirPath } from '../../src/shared/medplum';
@@ -29,8 +29,9 @@ describe('ISiK Stufe 5 Terminplanung read and search scenarios', () => {
   let app: Express;
   beforeAll(async () => {
     ctx = await createTestContext();
-    app = createApp(ctx);
-    await importResources(ctx, JSON.parse(fs.readFileSync(projectPath('fixtures', 'isik-stufe5.json'), 'utf8')) as Bundle);
+    const terminus = composeTerminus(ctx);
+    app = terminus.app;
+    await importResources(terminus.fhir, JSON.parse(fs.readFileSync(projectPath('fixtures', 'isik-stufe5.json'), 'utf8')) as Bundle);
   });
   afterAll(() => ctx.db.close());
 

@@ -1,12 +1,12 @@
 import { Redis } from 'ioredis';
 import type { AppContext } from '../../src/context';
-import { findJob, MAX_ATTEMPTS, registerJobKind, runJob, startJobs, stopJobs, submitJob } from '../../src/jobs';
+import { Jobs, MAX_ATTEMPTS, type JobKind } from '../../src/jobs';
 import { createTestContext } from '../helpers/context';
 
 /** Per test: how many times the work fails before it succeeds, and whether the failure is final. */
 const plan = new Map<string, { transientFailures: number; final?: boolean }>();
 
-registerJobKind('test-effect', {
+const testEffect: JobKind = {
   async run(_ctx, payload, tx) {
     const { key } = payload as { key: string };
     // The effect and the result commit together; a failure after the effect rolls both back.
@@ -21,11 +21,11 @@ registerJobKind('test-effect', {
   },
   failed: (err) => ((err as { final?: boolean }).final ? { status: 422, body: { refused: true } } : undefined),
   exhausted: () => ({ status: 500, body: { gaveUp: true } }),
-});
+};
 
-async function waitDone(ctx: AppContext, id: string) {
+async function waitDone(jobs: Jobs, id: string) {
   for (let i = 0; i < 200; i++) {
-    const job = await findJob(ctx, id);
+    const job = await jobs.find(id);
     if (job?.state === 'completed') return job;
     await new Promise((r) => setTimeout(r, 25));
   }
@@ -40,6 +40,7 @@ if (process.env.REDIS_URL) backends.push(['BullMQ', true]);
 
 describe.each(backends)('jobs (%s)', (_name, useRedis) => {
   let ctx: AppContext;
+  let jobs: Jobs;
   let redis: Redis | undefined;
   beforeAll(async () => {
     ctx = await createTestContext();
@@ -48,34 +49,36 @@ describe.each(backends)('jobs (%s)', (_name, useRedis) => {
       ctx.redis = redis;
     }
     await ctx.db.query('CREATE TABLE job_effect (key text NOT NULL)');
-    const queue = await startJobs(ctx);
+    jobs = new Jobs(ctx);
+    jobs.define('test-effect', testEffect);
+    const queue = await jobs.start();
     expect(queue.backend).toBe(useRedis ? 'bullmq' : 'in-process');
   });
   afterAll(async () => {
-    await stopJobs(ctx);
+    await jobs.stop();
     await ctx.db.close();
     redis?.disconnect();
   });
 
   test('a job runs once and keeps its result', async () => {
-    const id = await submitJob(ctx, { kind: 'test-effect', payload: { key: 'once' }, owner: null });
-    const job = await waitDone(ctx, id);
+    const id = await jobs.submit({ kind: 'test-effect', payload: { key: 'once' }, owner: null });
+    const job = await waitDone(jobs, id);
     expect(job.result).toEqual({ status: 200, body: { key: 'once' } });
     expect(await effects(ctx, 'once')).toBe(1);
   });
 
   test('delivered twice (a redelivery after a stall), it still takes effect once', async () => {
-    const id = await submitJob(ctx, { kind: 'test-effect', payload: { key: 'twice' }, owner: null });
-    await Promise.all([runJob(ctx, id), runJob(ctx, id), (await startJobs(ctx)).enqueue(id)]);
-    await waitDone(ctx, id);
+    const id = await jobs.submit({ kind: 'test-effect', payload: { key: 'twice' }, owner: null });
+    await Promise.all([jobs.run(id), jobs.run(id), (await jobs.start()).enqueue(id)]);
+    await waitDone(jobs, id);
     await new Promise((r) => setTimeout(r, 100));
     expect(await effects(ctx, 'twice')).toBe(1);
   });
 
   test('transient failures are retried; the failed attempts leave no effect', async () => {
     plan.set('retry', { transientFailures: 2 });
-    const id = await submitJob(ctx, { kind: 'test-effect', payload: { key: 'retry' }, owner: null });
-    const job = await waitDone(ctx, id);
+    const id = await jobs.submit({ kind: 'test-effect', payload: { key: 'retry' }, owner: null });
+    const job = await waitDone(jobs, id);
     expect(job.result?.status).toBe(200);
     expect(job.attempts).toBe(3);
     expect(await effects(ctx, 'retry')).toBe(1);
@@ -83,8 +86,8 @@ describe.each(backends)('jobs (%s)', (_name, useRedis) => {
 
   test(`after ${MAX_ATTEMPTS} failed attempts the job ends with its exhausted result`, async () => {
     plan.set('hopeless', { transientFailures: 99 });
-    const id = await submitJob(ctx, { kind: 'test-effect', payload: { key: 'hopeless' }, owner: null });
-    const job = await waitDone(ctx, id);
+    const id = await jobs.submit({ kind: 'test-effect', payload: { key: 'hopeless' }, owner: null });
+    const job = await waitDone(jobs, id);
     expect(job.result).toEqual({ status: 500, body: { gaveUp: true } });
     expect(job.attempts).toBe(MAX_ATTEMPTS);
     expect(await effects(ctx, 'hopeless')).toBe(0);
@@ -92,8 +95,8 @@ describe.each(backends)('jobs (%s)', (_name, useRedis) => {
 
   test('a final failure is the result at once, without retries', async () => {
     plan.set('refused', { transientFailures: 0, final: true });
-    const id = await submitJob(ctx, { kind: 'test-effect', payload: { key: 'refused' }, owner: null });
-    const job = await waitDone(ctx, id);
+    const id = await jobs.submit({ kind: 'test-effect', payload: { key: 'refused' }, owner: null });
+    const job = await waitDone(jobs, id);
     expect(job.result).toEqual({ status: 422, body: { refused: true } });
     expect(job.attempts).toBe(1);
   });

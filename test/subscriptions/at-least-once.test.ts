@@ -1,8 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import request from 'supertest';
-import { createApp } from '../../src/app';
-import { startSubscriptions, stopSubscriptions } from '../../src/subscriptions';
+import { composeTerminus } from '../../src/app';
 import { fanOut } from '../../src/subscriptions/fan-out';
 import { asFhir, owner } from '../booking/builders';
 import { createTestContext } from '../helpers/context';
@@ -35,40 +34,40 @@ describe('at-least-once delivery across a restart (ISiK point 4)', () => {
   ])('%s: the next process delivers it', async (_label, numbered) => {
     const pat = await freshPatient(first);
     const path = `/restart-${numbered ? 'numbered' : 'outbox'}`;
-    await startSubscriptions(first.ctx, FAST).tick();
+    await first.terminus.subscriptions.start(FAST).tick();
     const sub = await activeSubscription(first, subscription(receiver.url(path), { filter: `Appointment?patient=${pat}` }));
     // The first process stops delivering (it is about to die) and commits the change.
-    await stopSubscriptions(first.ctx);
+    await first.terminus.subscriptions.stop();
     const booked = await book(first, 'manual-schedule', pat);
     expect((await asFhir(first, { method: 'PATCH', path: ['Appointment', booked.body.id], body: confirm }, owner())).status).toBe(200);
     if (numbered) expect([...(await fanOut(first.ctx))]).toContain(sub.id);
     expect(receiver.ofType('event-notification', path)).toHaveLength(0);
 
     // The restarted process: same database, a context and delivery loop of its own.
-    const second = await createTestContext({ db: first.ctx.db });
+    const second = composeTerminus(await createTestContext({ db: first.ctx.db }));
     try {
-      startSubscriptions(second, FAST);
+      second.subscriptions.start(FAST);
       const [n] = await receiver.waitFor('event-notification', 1, path);
       expect(notificationEvents(statusOf(n.bundle!))).toEqual([{ number: '1', focus: `http://localhost:8080/fhir/Appointment/${booked.body.id}` }]);
-      expect((await request(createApp(second)).get(`/fhir/Subscription/${sub.id}`)).body.status).toBe('active');
+      expect((await request(second.app).get(`/fhir/Subscription/${sub.id}`)).body.status).toBe('active');
     } finally {
-      await stopSubscriptions(second);
+      await second.stop();
     }
   });
 
   test('two replicas on one database: every notification exactly once, in order', async () => {
     const pat = await freshPatient(first);
-    startSubscriptions(first.ctx, FAST);
-    const other = await createTestContext({ db: first.ctx.db });
+    first.terminus.subscriptions.start(FAST);
+    const other = composeTerminus(await createTestContext({ db: first.ctx.db }));
     try {
-      startSubscriptions(other, FAST);
+      other.subscriptions.start(FAST);
       await activeSubscription(first, subscription(receiver.url('/replicas'), { filter: `Appointment?patient=${pat}` }));
       const ids: string[] = [];
       for (let i = 0; i < 5; i++) {
         const booked = await book(first, 'manual-schedule', pat);
         ids.push(booked.body.id);
         // Alternate the replica that takes the write.
-        const app = i % 2 === 0 ? first.app : createApp(other);
+        const app = i % 2 === 0 ? first.app : other.app;
         const res = await request(app)
           .patch(`/fhir/Appointment/${booked.body.id}`)
           .set('Content-Type', 'application/fhir+json')
@@ -83,7 +82,7 @@ describe('at-least-once delivery across a restart (ISiK point 4)', () => {
       );
       expect(receiver.ofType('handshake', '/replicas')).toHaveLength(1);
     } finally {
-      await stopSubscriptions(other);
+      await other.stop();
     }
   });
 });
@@ -128,7 +127,7 @@ onPostgres('at-least-once delivery when the delivering process is killed (ISiK p
     const path = '/killed';
     const sub = await activeSubscription(f, subscription(receiver.url(path), { filter: `Appointment?patient=${pat}` }));
     // From here on only the child processes deliver.
-    await stopSubscriptions(f.ctx);
+    await f.terminus.subscriptions.stop();
     const booked = await book(f, 'manual-schedule', pat);
     expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: confirm }, owner())).status).toBe(200);
     const { rows } = await f.ctx.db.query<{ schema: string }>('SELECT current_schema() AS schema');

@@ -2,8 +2,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Bundle, Parameters, Subscription } from '@medplum/fhirtypes';
 import request from 'supertest';
-import { startSubscriptions, stopSubscriptions, type Dispatcher, type DispatcherSettings } from '../../src/subscriptions';
-import { importResources } from '../../src/fhir/import';
+import type { Dispatcher, DispatcherSettings } from '../../src/subscriptions';
+import { importResources } from '../../src/fhir';
 import { pepHarness, type PepHarness } from '../guard/pep/helpers';
 import { bookingFixture, FHIR_JSON, freeSlot, MANUAL, patient, proposal, put, schedule, type BookingFixture } from '../booking/builders';
 
@@ -150,17 +150,8 @@ export interface SubscriptionFixture extends BookingFixture {
 export async function subscriptionFixture(opts: { pglite?: boolean; dispatcher?: boolean; settings?: Partial<DispatcherSettings> } = {}): Promise<SubscriptionFixture> {
   const f = await bookingFixture(opts);
   await put(f, schedule('manual-schedule', { extension: [{ url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Schedule.name', valueString: 'manuell' }, MANUAL] }), patient('patient-b'));
-  const dispatcher = startSubscriptions(f.ctx, { ...FAST, ...opts.settings });
-  const close = f.close;
-  return {
-    ...f,
-    dispatcher,
-    close: async () => {
-      const { stopSubscriptions } = await import('../../src/subscriptions');
-      await stopSubscriptions(f.ctx);
-      await close();
-    },
-  };
+  // f.close stops the delivery loop with the rest of the application.
+  return { ...f, dispatcher: f.terminus.subscriptions.start({ ...FAST, ...opts.settings }) };
 }
 
 /**
@@ -170,7 +161,7 @@ export async function subscriptionFixture(opts: { pglite?: boolean; dispatcher?:
  */
 export async function guardedSubscriptions(owner: string, scheduleId: string, slots: [string, string, string][]): Promise<{ h: PepHarness; receiver: Receiver; close(): Promise<void> }> {
   const h = await pepHarness({ env: { REPOSITORY_OWNERS: owner }, fixture: true });
-  await importResources(h.ctx, {
+  await importResources(h.fhir, {
     resourceType: 'Bundle',
     type: 'collection',
     entry: [
@@ -178,13 +169,12 @@ export async function guardedSubscriptions(owner: string, scheduleId: string, sl
       ...slots.map(([id, start, end]) => ({ resource: freeSlot(id, start, end, scheduleId) })),
     ],
   } as Bundle);
-  startSubscriptions(h.ctx, FAST);
+  h.terminus.subscriptions.start(FAST);
   const receiver = await new Receiver().start();
   return {
     h,
     receiver,
     close: async () => {
-      await stopSubscriptions(h.ctx);
       await receiver.stop();
       await h.close();
     },

@@ -1,6 +1,6 @@
 import request from 'supertest';
 import type { Bundle, CapabilityStatement, Subscription } from '@medplum/fhirtypes';
-import { fhirEnv } from '../../src/fhir';
+import { composeTerminus } from '../../src/app';
 import { asFhir, FHIR_JSON, proposal, requestor, type BookingFixture } from '../booking/builders';
 import { activeSubscription, CANCEL, Receiver, subscription, subscriptionFixture, UPDATE, type SubscriptionFixture } from './helpers';
 
@@ -51,7 +51,7 @@ describe('ISiKSubscriptionTermin rules (ISiK point 1, backport "components")', (
   });
 
   test('production accepts only https endpoints, also for loopback', async () => {
-    const env = fhirEnv({ ...f.ctx, config: { ...f.ctx.config, production: true } });
+    const env = composeTerminus({ ...f.ctx, config: { ...f.ctx.config, production: true } }).fhir;
     const { handle } = await import('../../src/fhir/interactions');
     const { OperationOutcomeError } = await import('../../src/shared/outcomes');
     const err = await handle({ method: 'POST', path: ['Subscription'], query: [], headers: {}, body: subscription(receiver.url()) }, env).catch((e: unknown) => e);

@@ -1,14 +1,10 @@
 import type { OperationDefinition } from '@medplum/fhirtypes';
-import type { AppContext } from '../../context';
-import { cancel, findJob, registerJobKind, startJobs, submitJob } from '../../jobs';
-import type { Db } from '../../store';
-import { Repository } from '../../store';
+import type { JobKind } from '../../jobs';
 import { handle } from '../interactions';
 import { conflict, issue, notFound, OperationOutcomeError, outcome } from '../../shared/outcomes';
 import { canSee } from '../../shared/owner';
 import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
-import { registerOperation } from './registry';
-import { fhirBaseUrl } from '../../config';
+import type { Operation } from './registry';
 
 /**
  * FHIR asynchronous request pattern (scheduling.md 7; ISiK 6.0.0 async $book): the kick-off
@@ -36,29 +32,36 @@ const RETRY_AFTER_S = 1;
 /** Headers that mark an answer as "still running". */
 const POLLING_HEADERS = new Set(['retry-after', 'x-progress']);
 
-const FHIR_REQUEST = 'fhir-request';
+/** The job kind of a FHIR request run later. */
+export const FHIR_REQUEST_JOB = 'fhir-request';
 
-registerOperation({
+export const asyncStatusOperation: Operation = {
   definition: ASYNC_STATUS_DEFINITION as unknown as OperationDefinition & { code: string },
   resourceTypes: [],
   allowGet: true,
   internal: true,
   handler: (req, env, target) => poll(req, env, target.id as string),
-});
+};
 
-registerJobKind(FHIR_REQUEST, {
-  run: async (ctx, payload, tx) => {
-    const res = await handle(payload as FhirRequest, jobEnv(ctx, tx));
-    return { status: res.status, body: res.body, headers: res.headers };
-  },
-  failed: (err) => (err instanceof OperationOutcomeError ? { status: err.status, body: err.outcome, headers: err.headers } : undefined),
-  exhausted: () => ({ status: 500, body: outcome([issue('exception', 'The asynchronous request failed repeatedly; see the server log')]) }),
-});
+/**
+ * Runs a request exactly as it would have run at kick-off, inside the job's transaction (the
+ * effect and the recorded result commit together), its writes with origin `job`.
+ */
+export function fhirRequestJob(env: FhirEnv): JobKind {
+  return {
+    run: async (_ctx, payload, tx) => {
+      const res = await handle(payload as FhirRequest, { ...env, origin: 'job', repo: env.repo.on(tx) });
+      return { status: res.status, body: res.body, headers: res.headers };
+    },
+    failed: (err) => (err instanceof OperationOutcomeError ? { status: err.status, body: err.outcome, headers: err.headers } : undefined),
+    exhausted: () => ({ status: 500, body: outcome([issue('exception', 'The asynchronous request failed repeatedly; see the server log')]) }),
+  };
+}
 
 /** Kick-off: the request runs later as a job, exactly as it would have run now. */
 export async function startAsync(req: FhirRequest, env: FhirEnv): Promise<FhirResponse> {
   const payload: FhirRequest = { ...req, headers: { ...req.headers, prefer: withoutRespondAsync(req.headers.prefer) } };
-  const id = await submitJob(env.ctx, { kind: FHIR_REQUEST, payload, owner: req.identity?.institution ?? null });
+  const id = await env.jobs.submit({ kind: FHIR_REQUEST_JOB, payload, owner: req.identity?.institution ?? null });
   const location = `${env.baseUrl}/_async/${id}`;
   return {
     status: 202,
@@ -69,11 +72,11 @@ export async function startAsync(req: FhirRequest, env: FhirEnv): Promise<FhirRe
 
 async function poll(req: FhirRequest, env: FhirEnv, id: string): Promise<FhirResponse> {
   // A replica that has not worked the queue yet starts now (and picks up abandoned jobs).
-  void startJobs(env.ctx);
-  const job = await findJob(env.ctx, id);
+  void env.jobs.start();
+  const job = await env.jobs.find(id);
   if (!job || job.state === 'cancelled' || !canSee(job.owner, scopeOf(req.identity))) throw notFound('async request', id);
   if (req.method === 'DELETE') {
-    const state = await cancel(env.ctx, id);
+    const state = await env.jobs.cancel(id);
     if (state === 'running') throw conflict(`Async request ${id} is running and can no longer be cancelled`);
     if (state === undefined || state === 'cancelled') throw notFound('async request', id);
     return { status: 202, body: outcome([issue('informational', `Async request ${id} cancelled`, undefined, 'information')]) };
@@ -106,9 +109,4 @@ function withoutRespondAsync(prefer: string | undefined): string | undefined {
     .map((p) => p.trim())
     .filter((p) => p && p.toLowerCase() !== 'respond-async');
   return rest.length ? rest.join(', ') : undefined;
-}
-
-function jobEnv(ctx: AppContext, tx: Db): FhirEnv {
-  const baseUrl = fhirBaseUrl(ctx.config);
-  return { ctx, baseUrl, repo: new Repository(tx, baseUrl, ctx.now) };
 }

@@ -1,12 +1,12 @@
 import type { Appointment, OperationDefinition, Parameters, ParametersParameter, Patient, QuestionnaireResponse, RelatedPerson, Resource } from '@medplum/fhirtypes';
 import { referencedId } from '../../shared/references';
-import { actorOf, appointmentIdOf, book, checkProposal, internalRequest, observerFor, type BookInput } from '../../booking';
+import { appointmentIdOf, book, bookingContext, checkProposal, type BookInput } from '../../booking';
 import { SqlState, sqlState } from '../../store';
 import { badRequest, conflict } from '../../shared/outcomes';
 import { preferHeader, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { written } from '../interactions';
 import { startAsync } from './async';
-import { registerOperation } from './registry';
+import type { Operation } from './registry';
 
 /** ISiK Terminplanung 6.0.0 `$book` (scheduling.md 1.5), the definition the CapabilityStatement cites. */
 export const BOOK_DEFINITION = {
@@ -40,11 +40,11 @@ const INPUTS = new Set<string>(BOOK_DEFINITION.parameter.filter((p) => p.use ===
 const RETRIED = new Set<string>([SqlState.serializationFailure, SqlState.deadlockDetected]);
 const ATTEMPTS = 3;
 
-registerOperation({
+export const bookOperation: Operation = {
   definition: BOOK_DEFINITION as unknown as OperationDefinition & { code: string },
   resourceTypes: ['Appointment'],
   handler: bookHandler,
-});
+};
 
 async function bookHandler(req: FhirRequest, env: FhirEnv): Promise<FhirResponse> {
   const input = parseBookRequest(req.body);
@@ -53,12 +53,9 @@ async function bookHandler(req: FhirRequest, env: FhirEnv): Promise<FhirResponse
     checkProposal(input.appointment, env.ctx.now());
     return startAsync(req, env);
   }
-  const marked = internalRequest(req);
   for (let attempt = 1; ; attempt++) {
     try {
-      const result = await env.repo.withTransaction((repo) =>
-        book({ repo, actor: actorOf(req.identity), now: repo.now(), observe: observerFor(marked, repo, env.ctx) }, input),
-      );
+      const result = await env.repo.withTransaction((repo) => book(bookingContext(repo, req.identity), input));
       return written(result.appointment, result.pending ? 202 : 201, env, req);
     } catch (err) {
       const state = sqlState(err);

@@ -2,19 +2,18 @@ import type { OperationDefinition, Resource } from '@medplum/fhirtypes';
 import { RESOURCE_TYPES } from '../../store';
 import { checkIfMatch } from '../../store';
 import { canSee } from '../../shared/owner';
-import { runWriteHooks } from '../hooks';
 import { checkBody, written } from '../interactions';
 import { gone, issue, notFound, OperationOutcomeError } from '../../shared/outcomes';
-import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
+import { scopeOf, writerRepo, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { applyFhirPathPatch } from './fhirpath-patch';
 import { applyJsonPatchToResource } from './json-patch';
 import { PatchError } from './patch-error';
-import { registerOperation } from './registry';
+import type { Operation } from './registry';
 
 /**
  * `PATCH [type]/[id]` for every stored type: FHIRPath Patch `Parameters` (FHIR R4
  * fhirpatch.html; ISiK 6.0.0 requires it for Appointment) or `application/json-patch+json`.
- * The patched resource passes the same checks and write hooks as a PUT (for Appointment: the
+ * The patched resource passes the same checks and write interceptors as a PUT (for Appointment: the
  * immutable elements, cancellation, confirmation), under `If-Match` when given (412).
  */
 const PATCH_DEFINITION = {
@@ -31,18 +30,18 @@ const PATCH_DEFINITION = {
   resource: [...RESOURCE_TYPES] as OperationDefinition['resource'],
 } satisfies OperationDefinition;
 
-registerOperation({
+export const patchOperation: Operation = {
   definition: PATCH_DEFINITION as OperationDefinition & { code: string },
   resourceTypes: [...RESOURCE_TYPES],
   internal: true,
   handler: (req, env, target) => patch(req, env, target.type as string, target.id as string),
-});
+};
 
 async function patch(req: FhirRequest, env: FhirEnv, type: string, id: string): Promise<FhirResponse> {
   const jsonPatch = (req.contentType ?? '').toLowerCase().startsWith('application/json-patch+json');
   if (req.body === undefined) throw new OperationOutcomeError(400, [issue('required', 'PATCH needs a body: FHIRPath Patch Parameters or a JSON Patch')]);
   const scope = scopeOf(req.identity);
-  const stored = await env.repo.withTransaction(async (repo) => {
+  const stored = await writerRepo(env, req).withTransaction(async (repo) => {
     const row = await repo.readRow(type, id, { forUpdate: true });
     if (!row || !canSee(row.owner, scope)) throw notFound(type, id);
     if (row.deleted) throw gone(type, id);
@@ -53,11 +52,10 @@ async function patch(req: FhirRequest, env: FhirEnv, type: string, id: string): 
     // the answer. (Operations that end where they began still write one, as a PUT of the same
     // content does.)
     if (hasNoOperations(req.body)) return row.resource;
-    // Domain rules first: a patch touching an element that must not change (Appointment.start,
-    // ...) is refused for that (400) even when the result would also be invalid.
-    await runWriteHooks({ interaction: 'patch', type, resource: patched, previous: row.resource, req, repo, ctx: env.ctx });
-    const resource = checkBody(type, patched, id);
-    return (await repo.update(resource, { ifMatch: req.headers.ifMatch, scope })).resource;
+    // Domain rules (the interceptors) first: a patch touching an element that must not change
+    // (Appointment.start, ...) is refused for that (400) even when the result would also be invalid.
+    const validate = (resource: Resource) => checkBody(type, resource, id);
+    return (await repo.update(patched, { ifMatch: req.headers.ifMatch, scope, interaction: 'patch', validate })).resource;
   });
   return written(stored, 200, env, req);
 }

@@ -13,23 +13,15 @@ export interface Operation {
   handler(req: FhirRequest, env: FhirEnv, target: { type?: string; id?: string }): Promise<FhirResponse>;
 }
 
-const operations: Operation[] = [];
+/** The operations one application serves (composed once, fhir/operations/index.ts). */
+export class OperationRegistry {
+  constructor(private readonly operations: readonly Operation[]) {}
 
-/** Parts register their operations at load time (booking: $book; subscriptions: $status, $events). */
-export function registerOperation(op: Operation): void {
-  const existing = operations.findIndex((o) => o.definition.code === op.definition.code && sameTypes(o.resourceTypes, op.resourceTypes));
-  if (existing >= 0) operations.splice(existing, 1);
-  operations.push(op);
-}
+  find(code: string, type?: string): Operation | undefined {
+    return this.operations.find((o) => o.definition.code === code && (type ? o.resourceTypes.includes(type) : o.resourceTypes.length === 0 || o.definition.system));
+  }
 
-export function findOperation(code: string, type?: string): Operation | undefined {
-  return operations.find((o) => o.definition.code === code && (type ? o.resourceTypes.includes(type) : o.resourceTypes.length === 0 || o.definition.system));
-}
-
-export function listOperations(): readonly Operation[] {
-  return operations;
-}
-
-function sameTypes(a: string[], b: string[]): boolean {
-  return a.length === b.length && a.every((t) => b.includes(t));
+  list(): readonly Operation[] {
+    return this.operations;
+  }
 }

@@ -4,10 +4,11 @@ import type { Bundle } from '@medplum/fhirtypes';
 import type { Express } from 'express';
 import { Redis } from 'ioredis';
 import request from 'supertest';
-import { createApp } from '../../../src/app';
+import { composeTerminus, type Terminus } from '../../../src/app';
+import type { FhirEnv } from '../../../src/fhir';
 import { createDpopProof, signCompactJws, type EcKey } from '../../../src/client/crypto';
 import type { AppContext } from '../../../src/context';
-import { importResources } from '../../../src/fhir/import';
+import { importResources } from '../../../src/fhir';
 import { SigningKeys } from '../../../src/guard/keys/signing-keys';
 import { guardSettings } from '../../../src/guard/settings';
 import type { Db } from '../../../src/store/db';
@@ -20,6 +21,9 @@ export const PEP_ENV = { GUARD_ENFORCEMENT: 'on', PUBLIC_URL: 'https://terminus.
 export interface PepHarness {
   ctx: AppContext & { clock: TestClock };
   app: Express;
+  /** The FHIR layer of the app (imports, direct requests). */
+  fhir: FhirEnv;
+  terminus: Terminus;
   /** `https://terminus.example/fhir` */
   base: string;
   close(): Promise<void>;
@@ -30,17 +34,19 @@ export async function pepHarness(o: { env?: Record<string, string>; db?: Db; fix
   const ctx = await createTestContext({ env: { ...PEP_ENV, ...o.env }, db: o.db });
   const redis = process.env.REDIS_URL ? new Redis(process.env.REDIS_URL, { maxRetriesPerRequest: 2 }) : undefined;
   if (redis) ctx.redis = redis;
+  const terminus = composeTerminus(ctx);
   if (o.fixture) {
     const bundle = JSON.parse(fs.readFileSync(path.join(__dirname, '../../../fixtures/isik-stufe5.json'), 'utf8')) as Bundle;
-    await importResources(ctx, bundle);
+    await importResources(terminus.fhir, bundle);
   }
   return {
     ctx,
-    app: createApp(ctx),
+    app: terminus.app,
+    fhir: terminus.fhir,
+    terminus,
     base: `${ctx.config.publicUrl}/fhir`,
     async close() {
-      const { stopJobs } = await import('../../../src/jobs');
-      await stopJobs(ctx);
+      await terminus.stop();
       redis?.disconnect();
       if (!o.db) await ctx.db.close();
     },

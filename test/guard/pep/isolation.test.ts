@@ -64,7 +64,7 @@ describe('institution isolation', () => {
     // An appointment everybody may see (imported by the repository itself, unowned) that points at A's patient.
     const shared = { ...proposal({ slot: [{ reference: 'Slot/Slot-Free-By-Schedule-Example' }], start: '2027-01-31T11:05:00Z', end: '2027-01-31T11:55:00Z' }), id: 'shared-appt', status: 'booked' as const };
     shared.participant = [{ actor: { reference: `Patient/${patientId}` }, status: 'accepted' }];
-    await importResources(h.ctx, shared);
+    await importResources(h.fhir, shared);
     const path = '/Appointment?_id=shared-appt&_include=Appointment:patient';
     expect(ids((await call(h, a, 'GET', path)).body)).toEqual(['Appointment/shared-appt', `Patient/${patientId}`]);
     expect(ids((await call(h, b, 'GET', path)).body)).toEqual(['Appointment/shared-appt']);

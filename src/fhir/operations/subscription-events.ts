@@ -1,11 +1,8 @@
 import type { OperationDefinition, Subscription } from '@medplum/fhirtypes';
-import type { Operation } from '../../fhir/operations/registry';
+import type { Operation } from './registry';
 import { badRequest } from '../../shared/outcomes';
-import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../../fhir/request';
-import { BACKPORT } from '../backport';
-import { readChannel } from '../channel-store';
-import { eventsBetween } from '../event-store';
-import { notificationBundle } from '../notification-bundle';
+import { BACKPORT, readChannel, eventsBetween, notificationBundle } from '../../subscriptions';
+import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 
 const definition = {
   resourceType: 'OperationDefinition',

@@ -1,9 +1,7 @@
 import type { Appointment, Patient, Slot } from '@medplum/fhirtypes';
-import { registerWriteHook, runWriteHooks, type WriteEvent } from '../fhir/hooks';
 import { conflict, forbidden, issue, OperationOutcomeError, unprocessable } from '../shared/outcomes';
-import type { FhirRequest, RequestIdentity } from '../fhir/request';
-import type { SearchRequest } from '../store';
-import { originOf, type Actor, type BookingContext, type WriteObserver } from './actor';
+import type { SearchRequest, WriteEvent, WriteInterceptor } from '../store';
+import { bookingContext, originOf, type BookingContext } from './actor';
 import { changedImmutables } from './immutables';
 import { recordAppointmentChange } from './outbox';
 import { checkActiveParticipants } from './patients';
@@ -15,51 +13,22 @@ import { holdsTime } from './status';
 import { epochMs, type Window } from './time';
 
 /**
- * Requests whose writes the booking domain makes itself ($book, cascades): the hooks below leave
- * them alone, they already follow the rules.
- */
-const internal = new WeakSet<FhirRequest>();
-
-/** A request marked as the booking's own; writes made under it skip the booking hooks. */
-export function internalRequest(req: FhirRequest): FhirRequest {
-  const marked: FhirRequest = { ...req, headers: { ...req.headers } };
-  internal.add(marked);
-  return marked;
-}
-
-/** Runs every part's write hooks (subscriptions, ...) for a write the booking makes under `req`. */
-export function observerFor(req: FhirRequest, repo: BookingContext['repo'], ctx?: WriteEvent['ctx']): WriteObserver {
-  return (w) => runWriteHooks({ ...w, req, repo, ctx });
-}
-
-export function actorOf(identity?: RequestIdentity): Actor {
-  if (!identity) return { isRepository: true };
-  return { institution: identity.institution, isRepository: identity.isOwner, scope: { institution: identity.institution, seesAll: identity.isOwner } };
-}
-
-let registered = false;
-
-/**
  * Booking rules for every write of an Appointment, Slot or Patient from any route (REST,
- * transaction Bundle, import): nothing bypasses the reservations, the immutable elements or the
- * confirmation workflow.
+ * transaction Bundle, PATCH, import, jobs): nothing bypasses the reservations, the immutable
+ * elements or the confirmation workflow. The booking's own writes (origin `booking`) already
+ * follow them.
  */
-export function registerBookingHooks(): void {
-  if (registered) return;
-  registered = true;
-  registerWriteHook('Appointment', onAppointmentWrite);
-  registerWriteHook('Slot', onSlotWrite);
-  registerWriteHook('Patient', onPatientWrite);
-}
-
-function contextOf(event: WriteEvent): BookingContext {
-  const req = internalRequest(event.req);
-  return { repo: event.repo, actor: actorOf(event.req.identity), now: event.repo.now(), observe: observerFor(req, event.repo, event.ctx) };
+export function bookingInterceptors(): WriteInterceptor[] {
+  const unlessOwn = (rule: (event: WriteEvent) => Promise<void>) => (event: WriteEvent) => (event.origin === 'booking' ? Promise.resolve() : rule(event));
+  return [
+    { name: 'booking: appointments', types: ['Appointment'], beforeWrite: unlessOwn(onAppointmentWrite) },
+    { name: 'booking: held slots', types: ['Slot'], beforeWrite: unlessOwn(onSlotWrite) },
+    { name: 'booking: inactive patients', types: ['Patient'], beforeWrite: unlessOwn(onPatientWrite) },
+  ];
 }
 
 async function onAppointmentWrite(event: WriteEvent): Promise<void> {
-  if (internal.has(event.req)) return;
-  const c = contextOf(event);
+  const c = bookingContext(event.repo, event.writer);
   const previous = event.previous as Appointment | undefined;
   const next = event.resource as Appointment | undefined;
   const wasHolding = holdsTime(previous);
@@ -87,7 +56,7 @@ async function onAppointmentWrite(event: WriteEvent): Promise<void> {
     // The patient cannot change later (immutable), so it is checked when the appointment is made.
     if (!previous) await checkActiveParticipants(c, next.participant ?? [], 'Patient');
   }
-  if (next && willHold && !wasHolding && !next.id) {
+  if (next && willHold && !wasHolding && event.interaction === 'create') {
     throw unprocessable('An appointment that holds its slots is created through Appointment/$book or PUT with an id', 'Appointment.status');
   }
 
@@ -120,14 +89,13 @@ async function holdFor(c: BookingContext, appointment: Appointment): Promise<voi
   for (const view of slots) {
     if (view.resource.status !== 'free') continue;
     const busy: Slot = { ...view.resource, status: 'busy' };
-    await c.observe?.({ interaction: 'update', type: 'Slot', resource: busy, previous: view.resource });
     await writeSlot(c.repo, busy);
   }
 }
 
 /** A slot held by an active appointment keeps its time and schedule and is not freed or deleted. */
 async function onSlotWrite(event: WriteEvent): Promise<void> {
-  if (internal.has(event.req) || !event.previous) return;
+  if (!event.previous) return;
   const previous = event.previous as Slot;
   const holder = await holderOf(event.repo.db, previous.id as string);
   if (!holder) return;
@@ -147,11 +115,11 @@ async function onSlotWrite(event: WriteEvent): Promise<void> {
  * deleted takes its future active appointments with it (cancelled, slots freed, event recorded).
  */
 async function onPatientWrite(event: WriteEvent): Promise<void> {
-  if (internal.has(event.req) || !event.previous) return;
+  if (!event.previous) return;
   const wasActive = (event.previous as Patient).active !== false;
   const isActive = !!event.resource && (event.resource as Patient).active !== false;
   if (!wasActive || isActive) return;
-  const c = contextOf(event);
+  const c = bookingContext(event.repo, event.writer);
   const c2: BookingContext = { ...c, actor: { isRepository: true } };
   const found = await c.repo.search(appointmentsOf(event.previous.id as string));
   for (const a of found.resources as Appointment[]) {
@@ -160,7 +128,6 @@ async function onPatientWrite(event: WriteEvent): Promise<void> {
     if (!row || row.deleted || !holdsTime(row.resource as Appointment)) continue;
     const current = row.resource as Appointment;
     const cancelled: Appointment = { ...current, status: 'cancelled' };
-    await c2.observe?.({ interaction: 'update', type: 'Appointment', resource: cancelled, previous: current });
     await releaseHolds(c2, current.id as string);
     const stored = (await c.repo.update(cancelled)).resource;
     await recordAppointmentChange(c.repo.db, { previous: current, next: stored, versionId: Number(stored.meta?.versionId), origin: 'repository', owner: row.owner, at: c.now });

@@ -1,12 +1,10 @@
 import crypto from 'node:crypto';
 import type { Bundle, OperationDefinition } from '@medplum/fhirtypes';
-import type { Operation } from '../../fhir/operations/registry';
+import type { Operation } from './registry';
 import { badRequest } from '../../shared/outcomes';
-import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../../fhir/request';
+import { BACKPORT, readChannels, statusParameters } from '../../subscriptions';
+import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import type { Repository } from '../../store';
-import { BACKPORT } from '../backport';
-import { readChannels } from '../channel-store';
-import { statusParameters } from '../status-parameters';
 import type { Subscription } from '@medplum/fhirtypes';
 
 const definition = {
