@@ -1,7 +1,8 @@
 /**
- * With DATABASE_URL set (CI: `.ci/run`), the suite runs twice in one Jest run: once on
- * PostgreSQL + Redis, once on the embedded defaults (PGlite, in-process queues and counters), as a
- * deployment without either would. Without DATABASE_URL only the embedded project runs.
+ * With DATABASE_URL set (CI: `.ci/run`), the suite runs once per store combination a deployment
+ * can choose, in one Jest run: PostgreSQL + Redis, PostgreSQL alone (guard state, queues and
+ * counters in PostgreSQL), and the embedded defaults (PGlite, in-process queues and counters).
+ * Without DATABASE_URL only the embedded project runs.
  */
 const project = (displayName, setupFiles) => ({
   displayName,
@@ -17,7 +18,9 @@ const embedded = project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/
 
 /** @type {import('jest').Config} */
 module.exports = {
-  projects: process.env.DATABASE_URL ? [project('postgres', ['<rootDir>/test/setup-env.ts']), embedded] : [embedded],
+  projects: process.env.DATABASE_URL
+    ? [project('postgres', ['<rootDir>/test/setup-env.ts']), project('postgres-no-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-postgres-no-redis.ts']), embedded]
+    : [embedded],
   testTimeout: 60000,
   maxWorkers: 2,
   reporters: ['default', '<rootDir>/test/summary-reporter.js'],

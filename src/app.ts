@@ -6,14 +6,14 @@ import { fhirEnv, fhirRouter, type FhirEnv } from './fhir';
 import { guardRouter, API_VERSION } from './guard';
 import { errorUri } from './guard/http/respond';
 import { enforcementPoint, pepSettings, upstreamProxy } from './guard/pep';
+import { keyEncryptionFor, sharedState, SharedStateUnavailable } from './guard';
 import { Jobs } from './jobs';
 import type { WriteInterceptor } from './store';
 import { subscriptionInterceptors, Subscriptions, type DispatcherSettings } from './subscriptions';
 
-/** One application: its parts, composed here and nowhere else; two in one process share nothing. */
-export interface Terminus {
+/** The parts of one application, composed here and nowhere else; two in one process share nothing. */
+export interface Parts {
   ctx: AppContext;
-  app: Express;
   /** The FHIR layer: its repository runs every part's write interceptors. */
   fhir: FhirEnv;
   jobs: Jobs;
@@ -24,30 +24,44 @@ export interface Terminus {
   stop(): Promise<void>;
 }
 
+/** The parts and the HTTP application on them. */
+export interface Terminus extends Parts {
+  app: Express;
+}
+
 /**
  * The composition root. Write interceptors in the order they run: booking first (it may refuse a
  * write or cascade), then subscriptions (its rules, then the wake-up of the delivery loop), then
  * any the caller adds (a deployment's own rules; tests that simulate a crash mid-write).
  */
-export function composeTerminus(ctx: AppContext, options: { interceptors?: readonly WriteInterceptor[] } = {}): Terminus {
+export function composeParts(ctx: AppContext, options: { interceptors?: readonly WriteInterceptor[] } = {}): Parts {
   const jobs = new Jobs(ctx);
+  const kek = keyEncryptionFor(ctx);
   let subscriptions: Subscriptions | undefined;
-  const interceptors = [...bookingInterceptors(), ...subscriptionInterceptors(ctx, () => subscriptions?.nudge()), ...(options.interceptors ?? [])];
+  const interceptors = [...bookingInterceptors(), ...subscriptionInterceptors(ctx, kek, () => subscriptions?.nudge()), ...(options.interceptors ?? [])];
   const fhir = fhirEnv(ctx, { interceptors, jobs });
-  subscriptions = new Subscriptions(ctx, fhir.repo);
-  const parts = { ctx, fhir, jobs, subscriptions };
+  subscriptions = new Subscriptions(ctx, fhir.repo, kek);
+  const delivery = subscriptions;
   return {
-    ...parts,
-    app: createExpressApp(ctx, fhir),
-    async start(delivery) {
+    ctx,
+    fhir,
+    jobs,
+    subscriptions,
+    async start(settings) {
       await jobs.start();
-      parts.subscriptions.start(delivery);
+      delivery.start(settings);
     },
     async stop() {
-      await parts.subscriptions.stop();
+      await delivery.stop();
       await jobs.stop();
     },
   };
+}
+
+/** The whole application: the parts, the guard and the HTTP routes. */
+export function composeTerminus(ctx: AppContext, options: { interceptors?: readonly WriteInterceptor[] } = {}): Terminus {
+  const parts = composeParts(ctx, options);
+  return { ...parts, app: createExpressApp(ctx, parts.fhir) };
 }
 
 /** The HTTP application alone, for callers that start no background work (tests, tools). */
@@ -73,9 +87,11 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv): Express {
       res.status(503).json({ status: 'unavailable' });
     }
   });
-  app.use(guardRouter(ctx));
+  // One shared-state adapter for the authorization server and the enforcement point.
+  const state = sharedState(ctx);
+  app.use(guardRouter(ctx, { state }));
   // Issue 6: the enforcement point, then the protected application (embedded, or UPSTREAM_URL in proxy mode).
-  app.use('/fhir', enforcementPoint(ctx), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx, fhir));
+  app.use('/fhir', enforcementPoint(ctx, { state }), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx, fhir));
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const correlationId = res.locals.requestId as string;
     if (redisUnavailable(ctx, err)) {
@@ -101,13 +117,11 @@ function sendError(ctx: AppContext, res: Response, status: number, error: string
 
 /**
  * The shared Redis connection fails fast while Redis is away (server.ts connectRedis): such a
- * failure is the service being temporarily unavailable, not a bug.
+ * failure (the guard's shared state says so with its own error; anything else while the
+ * connection is down) is the service being temporarily unavailable, not a bug.
  */
 function redisUnavailable(ctx: AppContext, err: unknown): boolean {
-  if (!ctx.redis) return false;
-  if (ctx.redis.status !== 'ready') return true;
-  const message = err instanceof Error ? err.message : '';
-  return /Command timed out|Connection is closed|enableOfflineQueue|MaxRetriesPerRequest|max retries per request/i.test(message) || (err as Error)?.name === 'MaxRetriesPerRequestError';
+  return err instanceof SharedStateUnavailable || (ctx.redis !== undefined && ctx.redis.status !== 'ready');
 }
 
 /** Request id, the SVC-API-Version header on every response, and one access-log line. */

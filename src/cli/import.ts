@@ -1,5 +1,5 @@
 import type { Config } from '../config';
-import { composeTerminus } from '../app';
+import { composeParts } from '../app';
 import { importResources, readResourceFile } from '../fhir';
 import { OperationOutcomeError } from '../shared/outcomes';
 import { createContext } from '../server';
@@ -11,7 +11,7 @@ export async function runImport(config: Config, files: string[]): Promise<number
     return 2;
   }
   const ctx = await createContext({ ...config, demoData: false });
-  const { fhir } = composeTerminus(ctx);
+  const { fhir } = composeParts(ctx);
   try {
     for (const file of files) {
       try {

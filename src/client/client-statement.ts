@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import os from 'node:os';
-import { attestationChallenge } from '../guard/attestation/software/verify-software-posture';
+import { attestationChallenge } from '../protocol/attestation-challenge';
 import type { EcKey } from './crypto';
 
 export interface ProductInfo {

@@ -2,10 +2,8 @@ import { softwareClientStatement, DEFAULT_PRODUCT, type ProductInfo } from './cl
 import { createClientAssertion, createDpopProof, generateEcKey, type EcKey } from './crypto';
 import { createSubjectToken, type SoftwareCard } from './software-card';
 import { fetchTransport, type HttpRequest, type HttpResponse, type HttpTransport } from './transport';
+import { CLIENT_ASSERTION_TYPE_JWT as JWT_BEARER, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE as TOKEN_EXCHANGE, TOKEN_TYPE_JWT } from '../protocol/oauth';
 
-const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
-const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
-const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
 /** Discovery data is cached about a day (seed 000 section 8). */
 const DISCOVERY_TTL_MS = 24 * 3600 * 1000;
 
@@ -115,7 +113,7 @@ export class GuardClient {
         attestation_type: 'software',
         client_name: this.opts.clientName ?? 'terminus-client',
         token_endpoint_auth_method: 'private_key_jwt',
-        grant_types: [TOKEN_EXCHANGE, 'refresh_token'],
+        grant_types: [TOKEN_EXCHANGE, GRANT_REFRESH_TOKEN],
         jwks: { keys: [{ ...key.publicJwk, use: 'sig', alg: 'ES256', kid: key.jkt }] },
       }),
     });
@@ -218,7 +216,7 @@ export class GuardClient {
           dpop: await createDpopProof(this.dpopKey!, { method: 'POST', url: tokenEndpoint, iat: this.now() }),
         },
         body: new URLSearchParams({
-          grant_type: 'refresh_token',
+          grant_type: GRANT_REFRESH_TOKEN,
           refresh_token: refreshToken,
           client_assertion_type: JWT_BEARER,
           client_assertion: await createClientAssertion(this.clientKey!, { clientId: this.clientId!, audience: tokenEndpoint, now: this.now() }),

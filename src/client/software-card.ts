@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import * as pkijs from 'pkijs';
-import { ADMISSION_OID, parseAdmission, type Admission } from '../guard/pki/admission';
+import { ADMISSION_OID, parseAdmission, type Admission } from '../protocol/admission';
 import { signCompactJws } from './crypto';
 
 /**

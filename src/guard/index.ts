@@ -13,8 +13,12 @@ import { loadCardTrustAnchors } from './pki/card-trust';
 import { createPolicyEngine, loadPolicyData, type PolicyEngine } from './policy';
 import { endpoints, guardSettings, type GuardSettings } from './settings';
 import { issueNonce } from './state/nonce-store';
-import { hitRateLimit } from './state/rate-limit';
+import { hitRateLimit, rateLimitHeaders } from './state/rate-limit';
+import { sharedState, type SharedState } from './state/shared-state';
 import { versionEntries, versionGate, type ApiVersion } from './versions';
+
+export { sharedState, SharedStateUnavailable, type SharedState } from './state/shared-state';
+export { keyEncryptionFor } from './keys/key-encryption';
 
 /** Exact SemVer of the guard API served by this instance (seed 000 section 9). */
 export const API_VERSION = '1.0.0';
@@ -28,6 +32,8 @@ export interface GuardOptions {
   versions?: ApiVersion[];
   postureVerifiers?: Map<string, PostureVerifier>;
   registrationVerifiers?: Map<string, RegistrationVerifier>;
+  /** The application's shared guard state (app.ts chooses it once); by default one of its own. */
+  state?: SharedState;
 }
 
 /** Discovery documents and the authorization server under /svc/v{major} (issue 5, seed 000 section 9). */
@@ -67,7 +73,7 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   v.get(
     '/nonce',
     handle(async (_req, res) => {
-      const n = await issueNonce(ctx, settings.nonceTtlSec);
+      const n = await issueNonce(deps.state, ctx.now(), settings.nonceTtlSec);
       res.setHeader('Cache-Control', 'no-store');
       res.json({ nonce: n.nonce, expires_in: n.expiresIn });
     }),
@@ -125,6 +131,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
     anchors: () => anchors,
     postureVerifiers: options.postureVerifiers ?? defaultPostureVerifiers(),
     registrationVerifiers: options.registrationVerifiers ?? new Map(),
+    state: options.state ?? sharedState(ctx),
   };
 }
 
@@ -157,12 +164,9 @@ function endpointRequest(req: Request): EndpointRequest {
 function rateLimitPerIp(deps: GuardDeps, bucket: string | ((req: Request) => string)) {
   return (req: Request, res: Response, next: (err?: unknown) => void) => {
     const name = typeof bucket === 'string' ? bucket : bucket(req);
-    hitRateLimit(deps.ctx, `${name}:ip:${clientIp(req)}`, deps.settings.rateLimit.perIp).then((r) => {
-      res.setHeader('x-rate-limit-limit', String(r.limit));
-      res.setHeader('x-rate-limit-remaining', String(r.remaining));
-      res.setHeader('x-rate-limit-reset', String(r.resetAt));
+    hitRateLimit(deps.state, `${name}:ip:${clientIp(req)}`, deps.settings.rateLimit.perIp, deps.ctx.now()).then((r) => {
+      for (const [k, v] of Object.entries(rateLimitHeaders(r))) res.setHeader(k, v);
       if (r.allowed) return next();
-      res.setHeader('Retry-After', String(r.retryAfter));
       next(new RateLimitExceeded('too many requests from this address'));
     }, (err: unknown) => {
       // Fail open: an unreachable counter store must not take the guard down with it.

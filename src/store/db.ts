@@ -37,6 +37,11 @@ export interface Db {
   query<T = Record<string, unknown>>(sql: string, params?: unknown[], opts?: QueryOptions): Promise<QueryResult<T>>;
   transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T>;
   close(): Promise<void>;
+  /**
+   * PGlite only: memory beside the in-process database, shared by every application on it and as
+   * volatile as the process (the guard keeps its per-request replay cache and counters here).
+   */
+  readonly processMemory?: Map<string, unknown>;
 }
 
 /** SQLSTATE codes callers react to. */
@@ -196,6 +201,7 @@ type PGliteInstance = PGlite;
 class PgliteDb implements Db {
   readonly kind = 'pglite' as const;
   readonly inTransaction = false;
+  readonly processMemory = new Map<string, unknown>();
   private tail: Promise<unknown> = Promise.resolve();
   constructor(
     private readonly pg: PGliteInstance,

@@ -1,5 +1,4 @@
-import type { AppContext } from '../context';
-import { keyEncryptionFor, type KeyEncryption } from '../guard/keys/key-encryption';
+import type { KeyEncryption } from '../shared/key-encryption';
 
 /**
  * `Subscription.channel.header` is write-only (ISiK "Funktionen und Interaktionen" point 9): the
@@ -45,21 +44,14 @@ export function isMasked(line: string): boolean {
   return line.includes(MASK);
 }
 
-const keys = new WeakMap<AppContext, KeyEncryption>();
-function keyOf(ctx: AppContext): KeyEncryption {
-  let k = keys.get(ctx);
-  if (!k) keys.set(ctx, (k = keyEncryptionFor(ctx)));
-  return k;
-}
-
-export function sealHeaders(ctx: AppContext, headers: ChannelHeader[]): string {
-  return keyOf(ctx).seal(Buffer.from(JSON.stringify(headers), 'utf8'));
+export function sealHeaders(kek: KeyEncryption, headers: ChannelHeader[]): string {
+  return kek.seal(Buffer.from(JSON.stringify(headers), 'utf8'));
 }
 
 /** The sealed headers in clear; throws when the key that sealed them is gone. */
-export function openHeaders(ctx: AppContext, sealed: string | null): ChannelHeader[] {
+export function openHeaders(kek: KeyEncryption, sealed: string | null): ChannelHeader[] {
   if (!sealed) return [];
-  return JSON.parse(keyOf(ctx).open(sealed).toString('utf8')) as ChannelHeader[];
+  return JSON.parse(kek.open(sealed).toString('utf8')) as ChannelHeader[];
 }
 
 /**

@@ -8,6 +8,7 @@ import { notificationBundle } from './notification-bundle';
 import { postNotification, type PostResult } from './rest-hook';
 import { setSubscriptionStatus } from './subscription-status';
 import type { Repository } from '../store';
+import type { KeyEncryption } from '../shared/key-encryption';
 import { fhirBaseUrl } from '../config';
 
 /** Delivery knobs; tests shorten the waits. */
@@ -49,13 +50,13 @@ export function leaseMs(settings: DeliverySettings): number {
  * `perClaim` notifications, then the lease ends. `prefetched`: the first notification's events,
  * read with those of the other claimed subscriptions.
  */
-export async function deliverClaimed(ctx: AppContext, repo: Repository, claimed: Channel, settings: DeliverySettings, prefetched?: SubscriptionEvent[]): Promise<void> {
+export async function deliverClaimed(ctx: AppContext, repo: Repository, kek: KeyEncryption, claimed: Channel, settings: DeliverySettings, prefetched?: SubscriptionEvent[]): Promise<void> {
   let channel = claimed;
   let events = prefetched;
   let leased = true;
   try {
     for (let turn = 0; turn < settings.perClaim; turn++) {
-      const outcome = await step(ctx, repo, channel, settings, events);
+      const outcome = await step(ctx, repo, kek, channel, settings, events);
       events = undefined;
       if (!outcome.next) {
         leased = outcome.leased;
@@ -69,14 +70,14 @@ export async function deliverClaimed(ctx: AppContext, repo: Repository, claimed:
 }
 
 /** Sends one notification if one is due. */
-async function step(ctx: AppContext, repo: Repository, channel: Channel, settings: DeliverySettings, prefetched?: SubscriptionEvent[]): Promise<StepOutcome> {
+async function step(ctx: AppContext, repo: Repository, kek: KeyEncryption, channel: Channel, settings: DeliverySettings, prefetched?: SubscriptionEvent[]): Promise<StepOutcome> {
   const now = ctx.now();
   const due = dueWork(channel, now);
   const version = channel.version;
   if (!due || !channel.endpoint || !version) return { leased: true };
   let headers: ChannelHeader[];
   try {
-    headers = openHeaders(ctx, channel.headersSealed);
+    headers = openHeaders(kek, channel.headersSealed);
   } catch (err) {
     ctx.logger.error({ err, subscription: channel.id }, 'channel headers cannot be opened (key changed); the client must set them again');
     await setErrorCode(ctx.db, channel.id, 'error-response');

@@ -1,5 +1,6 @@
 import type { AppContext } from '../context';
 import type { Repository } from '../store';
+import type { KeyEncryption } from '../shared/key-encryption';
 import { claimDueChannels, endedChannels, type Channel } from './channel-store';
 import { DEFAULT_DELIVERY, deliverClaimed, leaseMs, type DeliverySettings } from './deliver';
 import { eventsFor, purgeEvents } from './event-store';
@@ -41,6 +42,8 @@ export class Dispatcher {
     private readonly ctx: AppContext,
     /** The application's repository: the server's status writes run its interceptors too. */
     private readonly repo: Repository,
+    /** Opens the sealed channel headers. */
+    private readonly kek: KeyEncryption,
     readonly settings: DispatcherSettings,
   ) {}
 
@@ -114,7 +117,7 @@ export class Dispatcher {
         if (claimed.length === 0) return;
         // The first notification's events of every claimed subscription in one query.
         const events = await eventsFor(this.ctx.db, claimed.filter(hasEvents).map((c) => [c.id, c.deliveredThrough + 1, Math.min(c.eventsSinceStart, c.deliveredThrough + (c.maxCount ?? 1))]));
-        const results = await Promise.allSettled(claimed.map((c) => deliverClaimed(this.ctx, this.repo, c, this.settings, hasEvents(c) ? (events.get(c.id) ?? []) : undefined)));
+        const results = await Promise.allSettled(claimed.map((c) => deliverClaimed(this.ctx, this.repo, this.kek, c, this.settings, hasEvents(c) ? (events.get(c.id) ?? []) : undefined)));
         for (const r of results) if (r.status === 'rejected' && !this.stopped) this.ctx.logger.error({ err: r.reason }, 'subscription delivery failed');
         if (claimed.length < this.settings.concurrency) return;
       }

@@ -1,5 +1,6 @@
 import type { AppContext } from '../context';
 import type { Repository, WriteInterceptor } from '../store';
+import type { KeyEncryption } from '../shared/key-encryption';
 import { DEFAULT_DISPATCHER, Dispatcher, type DispatcherSettings } from './dispatcher';
 import { onSubscriptionWrite } from './write-rules';
 
@@ -16,14 +17,14 @@ export { statusParameters } from './status-parameters';
  * client writes (not on the server's own status changes), and a wake-up of the delivery loop
  * after writes that may create work (a Subscription to handshake, an Appointment event).
  */
-export function subscriptionInterceptors(ctx: AppContext, wake: () => void): WriteInterceptor[] {
+export function subscriptionInterceptors(ctx: AppContext, kek: KeyEncryption, wake: () => void): WriteInterceptor[] {
   return [
     {
       name: 'subscriptions: ISiKSubscriptionTermin rules',
       types: ['Subscription'],
       async beforeWrite(event) {
         if (event.origin === 'system') return;
-        await onSubscriptionWrite(ctx, event);
+        await onSubscriptionWrite(ctx, kek, event);
         wake();
       },
     },
@@ -38,12 +39,14 @@ export class Subscriptions {
   constructor(
     private readonly ctx: AppContext,
     private readonly repo: Repository,
+    /** Seals and opens the channel headers (the KEK of the signing keys). */
+    private readonly kek: KeyEncryption,
   ) {}
 
   /** Starts the loop (idempotent). */
   start(settings: Partial<DispatcherSettings> = {}): Dispatcher {
     if (!this.dispatcher) {
-      this.dispatcher = new Dispatcher(this.ctx, this.repo, { ...DEFAULT_DISPATCHER, ...settings });
+      this.dispatcher = new Dispatcher(this.ctx, this.repo, this.kek, { ...DEFAULT_DISPATCHER, ...settings });
       this.dispatcher.start();
     }
     return this.dispatcher;

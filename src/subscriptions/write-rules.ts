@@ -1,6 +1,7 @@
 import type { Extension, Subscription } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import type { WriteEvent } from '../store';
+import type { KeyEncryption } from '../shared/key-encryption';
 import { EXT, PAYLOAD_TYPES } from './backport';
 import { ChannelHeaderError, maskChannelHeader, openHeaders, resolveHeaders, sealHeaders, type ChannelHeader } from './channel-headers';
 import { readChannel } from './channel-store';
@@ -13,7 +14,7 @@ import { findTopic, topics, type Topic } from './topics';
  * ISiKSubscriptionTermin rules for every Subscription write (REST, transaction Bundle, PATCH),
  * as a list of named checks; then the status the server allows and the write-only headers.
  */
-export async function onSubscriptionWrite(ctx: AppContext, event: WriteEvent): Promise<void> {
+export async function onSubscriptionWrite(ctx: AppContext, kek: KeyEncryption, event: WriteEvent): Promise<void> {
   if (event.interaction === 'delete' || !event.resource) return;
   const sub = event.resource as Subscription;
   const previous = event.previous as Subscription | undefined;
@@ -26,7 +27,7 @@ export async function onSubscriptionWrite(ctx: AppContext, event: WriteEvent): P
   if (problem) throw refuse.invalidEndpoint(problem);
 
   const stored = previous ? await readChannel(event.repo.db, previous.id as string) : undefined;
-  const before = stored ? storedHeaders(ctx, stored.headersSealed) : [];
+  const before = stored ? storedHeaders(kek, stored.headersSealed) : [];
   const headers = (() => {
     try {
       return resolveHeaders(sub.channel.header ?? [], before);
@@ -38,13 +39,13 @@ export async function onSubscriptionWrite(ctx: AppContext, event: WriteEvent): P
   sub.status = nextStatus(sub, previous, JSON.stringify(headers) !== JSON.stringify(before));
   // What the resource shows from now on; the real values go to the mirror trigger, sealed.
   if (headers.length) sub.channel.header = headers.map(maskChannelHeader);
-  await event.repo.db.query("SELECT set_config('terminus.subscription_headers', $1, true)", [sealHeaders(ctx, headers)]);
+  await event.repo.db.query("SELECT set_config('terminus.subscription_headers', $1, true)", [sealHeaders(kek, headers)]);
 }
 
 /** The stored headers in clear; none when the key that sealed them is gone (the client then sends them in clear). */
-function storedHeaders(ctx: AppContext, sealed: string | null): ChannelHeader[] {
+function storedHeaders(kek: KeyEncryption, sealed: string | null): ChannelHeader[] {
   try {
-    return openHeaders(ctx, sealed);
+    return openHeaders(kek, sealed);
   } catch {
     return [];
   }

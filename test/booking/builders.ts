@@ -25,7 +25,7 @@ export interface BookingFixture {
 }
 
 /** A fresh store with the ISiK Stufe 5 seed fixture loaded, and the app on it. */
-export async function bookingFixture(opts: { pglite?: boolean; interceptors?: WriteInterceptor[] } = {}): Promise<BookingFixture> {
+export async function bookingFixture(opts: { pglite?: boolean; env?: Record<string, string>; interceptors?: WriteInterceptor[] } = {}): Promise<BookingFixture> {
   const ctx = await createTestContext(opts);
   const bundle = JSON.parse(fs.readFileSync(path.join(__dirname, '../../fixtures/isik-stufe5.json'), 'utf8')) as Bundle;
   const terminus = composeTerminus(ctx, { interceptors: opts.interceptors });

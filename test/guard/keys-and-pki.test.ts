@@ -4,9 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import request from 'supertest';
 import { runDevPki } from '../../src/guard/dev-pki';
-import { parseAdmission, ADMISSION_OID } from '../../src/guard/pki/admission';
+import { parseAdmission, ADMISSION_OID } from '../../src/protocol/admission';
 import { verifyCardChain } from '../../src/guard/pki/card-trust';
-import { aesGcmKeyEncryption } from '../../src/guard/keys/key-encryption';
+import { aesGcmKeyEncryption } from '../../src/shared/key-encryption';
 import * as pkijs from 'pkijs';
 import { decodeHeader, exchange, guardHarness, type Harness } from './helpers/harness';
 

@@ -62,7 +62,7 @@ describe('write interceptors run by the repository', () => {
     expect(await repo.readRow('Practitioner', 'refused-1')).toBeUndefined();
     const amended = await repo.update(practitioner('amend-1', 'Amend'));
     expect((await repo.read('Practitioner', 'amend-1')) as { active?: boolean }).toMatchObject({ active: false });
-    expect(amended.resource.meta?.versionId).toBe('1');
+    expect((amended.resource as Resource).meta?.versionId).toBe('1');
   });
 
   test('inside a transaction the interceptor works on the same transaction and origin', async () => {

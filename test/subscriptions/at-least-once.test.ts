@@ -101,8 +101,7 @@ onPostgres('at-least-once delivery when the delivering process is killed (ISiK p
   let receiver: Receiver;
   const children: ChildProcess[] = [];
   beforeAll(async () => {
-    f = await subscriptionFixture();
-    f.ctx.config.guardKeySecret = KEY_SECRET;
+    f = await subscriptionFixture({ env: { GUARD_KEY_SECRET: KEY_SECRET } });
     receiver = await new Receiver().start();
   });
   afterAll(async () => {

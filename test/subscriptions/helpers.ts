@@ -147,7 +147,7 @@ export interface SubscriptionFixture extends BookingFixture {
 }
 
 /** The booking fixture (ISiK Stufe 5 data) with a manual-confirmation schedule and the delivery loop running. */
-export async function subscriptionFixture(opts: { pglite?: boolean; dispatcher?: boolean; settings?: Partial<DispatcherSettings> } = {}): Promise<SubscriptionFixture> {
+export async function subscriptionFixture(opts: { pglite?: boolean; env?: Record<string, string>; dispatcher?: boolean; settings?: Partial<DispatcherSettings> } = {}): Promise<SubscriptionFixture> {
   const f = await bookingFixture(opts);
   await put(f, schedule('manual-schedule', { extension: [{ url: 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Schedule.name', valueString: 'manuell' }, MANUAL] }), patient('patient-b'));
   // f.close stops the delivery loop with the rest of the application.

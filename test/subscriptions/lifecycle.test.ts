@@ -119,7 +119,8 @@ describe('Subscription lifecycle (backport channels, ISiK points 3 and 9)', () =
     expect(put.body.channel.header).toEqual(['Authorization: Bearer ****lmnop']);
     const { rows } = await f.ctx.db.query<{ headers_sealed: string }>('SELECT headers_sealed FROM subscription_channel WHERE id = $1', [res.body.id]);
     const { openHeaders } = await import('../../src/subscriptions/channel-headers');
-    expect(openHeaders(f.ctx, rows[0].headers_sealed)).toEqual([{ name: 'Authorization', value: secret }]);
+    const { keyEncryptionFor } = await import('../../src/guard');
+    expect(openHeaders(keyEncryptionFor(f.ctx), rows[0].headers_sealed)).toEqual([{ name: 'Authorization', value: secret }]);
   });
 
   test('Content-Type equals channel.payload: application/fhir+xml gets an XML Bundle', async () => {

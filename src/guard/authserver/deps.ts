@@ -4,6 +4,7 @@ import type { PostureVerifier } from '../attestation';
 import type { SigningKeys } from '../keys/signing-keys';
 import type { PolicyData, PolicyEngine } from '../policy';
 import type { endpoints, GuardSettings } from '../settings';
+import type { SharedState } from '../state/shared-state';
 import type { RegistrationVerifier } from './registration/register-client';
 
 /** What the AS's use cases are built from; guard/index.ts composes it once per app. */
@@ -18,4 +19,6 @@ export interface GuardDeps {
   anchors: () => crypto.X509Certificate[];
   postureVerifiers: ReadonlyMap<string, PostureVerifier>;
   registrationVerifiers: ReadonlyMap<string, RegistrationVerifier>;
+  /** Nonces, replay caches and rate limits shared by the replicas. */
+  state: SharedState;
 }

@@ -3,7 +3,7 @@ import { allowedScopes, type PolicyData } from '../policy';
 import type { endpoints, GuardSettings } from '../settings';
 import { versionEntries, type ApiVersion } from '../versions';
 import { CLIENT_ASSERTION_ALGS } from './client-auth/verify-client-assertion';
-import { SUPPORTED_GRANT_TYPES } from './grant-types';
+import { SUPPORTED_GRANT_TYPES } from '../../protocol/oauth';
 import { SUBJECT_TOKEN_ALGS } from './subject-token/verify-subject-token';
 
 /** RFC 8414 authorization-server metadata (seed 000 2.3 and CONTRACT 3). */

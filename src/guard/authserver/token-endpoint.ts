@@ -2,10 +2,10 @@ import { checkDpopReplay, verifyDpopProof, type VerifiedDpopProof } from '../dpo
 import { InvalidRequest, RateLimitExceeded, UnsupportedGrantType, UseDpopNonce } from '../errors';
 import { parseForm } from '../http/form';
 import { consumeNonce, issueNonce } from '../state/nonce-store';
-import { hitRateLimit } from '../state/rate-limit';
+import { hitRateLimit, rateLimitHeaders } from '../state/rate-limit';
 import { verifyClientAssertion, type AuthenticatedClient } from './client-auth/verify-client-assertion';
 import type { GuardDeps } from './deps';
-import { GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from './grant-types';
+import { GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from '../../protocol/oauth';
 import { refreshGrant } from './grants/refresh-token';
 import { tokenExchange } from './grants/token-exchange';
 import type { TokenResponse } from './tokens/token-response';
@@ -55,7 +55,7 @@ export async function dpopProofIsValid(deps: GuardDeps, req: EndpointRequest, ur
     maxAgeSec: deps.settings.dpopMaxAgeSec,
     skewSec: deps.settings.clockSkewSec,
   });
-  await checkDpopReplay(deps.ctx, proof, deps.settings.dpopMaxAgeSec);
+  await checkDpopReplay(deps.state, deps.ctx.now(), proof, deps.settings.dpopMaxAgeSec);
   return proof;
 }
 
@@ -66,8 +66,8 @@ export async function dpopProofIsValid(deps: GuardDeps, req: EndpointRequest, ur
  */
 async function dpopNonceIsFresh(deps: GuardDeps, proof: VerifiedDpopProof, required: boolean): Promise<string | undefined> {
   if (proof.nonce === undefined && !required) return undefined;
-  if (proof.nonce !== undefined && (await consumeNonce(deps.ctx, proof.nonce))) return proof.nonce;
-  const fresh = await issueNonce(deps.ctx, deps.settings.nonceTtlSec);
+  if (proof.nonce !== undefined && (await consumeNonce(deps.state, proof.nonce, deps.ctx.now()))) return proof.nonce;
+  const fresh = await issueNonce(deps.state, deps.ctx.now(), deps.settings.nonceTtlSec);
   throw new UseDpopNonce(proof.nonce === undefined ? 'the DPoP proof must carry a nonce from the nonce endpoint' : 'the DPoP proof nonce is unknown, used or expired', {
     headers: { 'DPoP-Nonce': fresh.nonce },
   });
@@ -79,17 +79,9 @@ export async function authenticateClient(deps: GuardDeps, params: Map<string, st
     params,
     authorization: req.authorization,
     audiences: [deps.settings.issuer, deps.urls.token],
+    state: deps.state,
   });
-  const limit = await hitRateLimit(deps.ctx, `client:${auth.client.clientId}`, deps.settings.rateLimit.perClient);
-  if (!limit.allowed) {
-    throw new RateLimitExceeded('too many requests for this client', {
-      headers: {
-        'Retry-After': String(limit.retryAfter),
-        'x-rate-limit-limit': String(limit.limit),
-        'x-rate-limit-remaining': '0',
-        'x-rate-limit-reset': String(limit.resetAt),
-      },
-    });
-  }
+  const limit = await hitRateLimit(deps.state, `client:${auth.client.clientId}`, deps.settings.rateLimit.perClient, deps.ctx.now());
+  if (!limit.allowed) throw new RateLimitExceeded('too many requests for this client', { headers: rateLimitHeaders(limit) });
   return auth;
 }

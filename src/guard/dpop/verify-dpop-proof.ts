@@ -3,6 +3,7 @@ import { calculateJwkThumbprint, compactVerify, importJWK, type JWK, type KeyLik
 import type { AppContext } from '../../context';
 import { InvalidDpopProof } from '../errors';
 import { consumeOnce } from '../state/replay-cache';
+import type { SharedState } from '../state/shared-state';
 
 /** RFC 9449 §4.2: the only proof signature algorithm we accept (FAPI 2.0, ZETA PEP: ES256). */
 export const DPOP_ALGS = ['ES256'] as const;
@@ -74,9 +75,9 @@ export async function verifyDpopProof(check: DpopProofCheck): Promise<VerifiedDp
 }
 
 /** RFC 9449 §11.1: a proof's jti is accepted once per key while the proof could still be valid. */
-export async function checkDpopReplay(ctx: AppContext, proof: VerifiedDpopProof, maxAgeSec: number, errorStatus?: number): Promise<void> {
+export async function checkDpopReplay(state: SharedState, now: Date, proof: VerifiedDpopProof, maxAgeSec: number, errorStatus?: number): Promise<void> {
   const expiresAt = new Date((proof.iat + maxAgeSec + 60) * 1000);
-  if (!(await consumeOnce(ctx, 'dpop', `${proof.jkt}:${proof.jti}`, expiresAt))) {
+  if (!(await consumeOnce(state, 'dpop', `${proof.jkt}:${proof.jti}`, expiresAt, now))) {
     throw new InvalidDpopProof('DPoP proof jti has been used before', { status: errorStatus });
   }
 }

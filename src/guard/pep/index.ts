@@ -22,6 +22,7 @@ import { reachOf, type Reach, type ReachRequest } from './request-reach';
 import { missingScopes, requiredScopes, type PolledJob } from './required-scopes';
 import { pepSettings, type PepSettings } from './settings';
 import { RevokedSessions } from '../state/revoked-sessions';
+import { sharedState, type SharedState } from '../state/shared-state';
 import { AccessTokenVerifier } from './verify-access-token';
 import { ProofKeyCache, proofIsFresh, replayWindowEnd, verifyRequestProof } from './verify-request-proof';
 
@@ -30,6 +31,8 @@ export { pepSettings, type PepSettings } from './settings';
 
 export interface PepOptions {
   settings?: Partial<PepSettings>;
+  /** The application's shared guard state (app.ts chooses it once); by default one of its own. */
+  state?: SharedState;
 }
 
 /** What a verified token yields for every request that presents it: computed once per token. */
@@ -44,6 +47,7 @@ interface TokenFacts {
 
 interface Pep {
   ctx: AppContext;
+  state: SharedState;
   facts: WeakMap<AccessTokenPayload, TokenFacts>;
   settings: PepSettings;
   tokens: AccessTokenVerifier;
@@ -68,6 +72,7 @@ export function enforcementPoint(ctx: AppContext, options: PepOptions = {}) {
   }
   const pep: Pep = {
     ctx,
+    state: options.state ?? sharedState(ctx),
     facts: new WeakMap(),
     settings,
     tokens: new AccessTokenVerifier(new SigningKeys(ctx, guardSettings(ctx.config)), settings, ctx.now, new RevokedSessions(ctx.db)),
@@ -107,13 +112,13 @@ async function enforce(pep: Pep, req: Request, res: Response): Promise<void> {
   const now = ctx.now();
   const sent = { dpop: req.headersDistinct.dpop, method: req.method, originalUrl: req.originalUrl };
   const proof = await verifyRequestProof(settings, now, sent, accessToken, token, pep.proofKeys); // RFC 9449 §4.3, ath, cnf.jkt
-  const ledger = await recordRequest(ctx, {
+  const ledger = await recordRequest(pep.state, now, {
     proof: `${proof.jkt}:${proof.jti}`,
     seenUntil: replayWindowEnd(settings, proof),
     bucket: facts.bucket,
     rule: settings.rateLimit,
   }); // jti and per-client counter, one round trip
-  withinRateLimit(ledger.rate, res); // per client_id, x-rate-limit-*
+  for (const [k, v] of Object.entries(withinRateLimit(ledger.rate))) res.setHeader(k, v); // per client_id, x-rate-limit-*
   proofIsFresh(ledger.fresh); // jti once across replicas
   const r = routeOf(req);
   const runner = settings.upstreamUrl ? 'upstream' : 'embedded';

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import * as pkijs from 'pkijs';
 import type { AppContext } from '../../context';
-import { ADMISSION_OID, parseAdmission } from './admission';
+import { ADMISSION_OID, parseAdmission } from '../../protocol/admission';
 import { pemCertificates, subjectNameFields } from './certificate-builder';
 import { devPkiFor } from './dev-pki';
 

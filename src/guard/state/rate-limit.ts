@@ -1,4 +1,4 @@
-import type { AppContext } from '../../context';
+import type { SharedState, Window } from './shared-state';
 
 export interface RateLimitRule {
   /** Requests admitted per window. */
@@ -16,38 +16,49 @@ export interface RateLimitResult {
   retryAfter: number;
 }
 
-/**
- * Fixed-window counter shared by all replicas: Redis `INCR` + `PEXPIREAT` when ctx.redis is set,
- * else one upsert in PostgreSQL/PGlite. `key` names the bucket, e.g. `token:ip:198.51.100.7`.
- */
-export async function hitRateLimit(ctx: AppContext, key: string, rule: RateLimitRule): Promise<RateLimitResult> {
-  const nowMs = ctx.now().getTime();
+/** A bucket under a rule: the rule is part of the key, so a changed limit starts fresh counters. */
+export interface Limit {
+  bucket: string;
+  rule: RateLimitRule;
+  window: Window;
+}
+
+/** The fixed window of `rule` that `now` falls in, for the bucket `key` (e.g. `token:ip:198.51.100.7`). */
+export function limitFor(key: string, rule: RateLimitRule, now: Date): Limit {
   const windowMs = rule.windowSec * 1000;
-  const windowStart = Math.floor(nowMs / windowMs);
-  const resetMs = (windowStart + 1) * windowMs;
-  let count: number;
-  // The rule is part of the key: a changed limit starts fresh counters instead of inheriting others'.
-  const bucket = `${key}:${rule.limit}/${rule.windowSec}`;
-  if (ctx.redis) {
-    const k = `guard:rl:${bucket}:${windowStart}`;
-    const res = await ctx.redis.multi().incr(k).pexpireat(k, Math.max(resetMs, Date.now()) + 1000).exec();
-    count = Number(res?.[0]?.[1] ?? 1);
-  } else {
-    const r = await ctx.db.query<{ count: number }>(
-      `INSERT INTO guard_rate_counter (key, window_start, count, expires_at) VALUES ($1, $2, 1, $3)
-       ON CONFLICT (key, window_start) DO UPDATE SET count = guard_rate_counter.count + 1
-       RETURNING count`,
-      [bucket, windowStart, new Date(resetMs)],
-    );
-    count = Number(r.rows[0]?.count ?? 1);
-    if (Math.random() < 0.002) await ctx.db.query('DELETE FROM guard_rate_counter WHERE expires_at < $1', [new Date(nowMs)]);
-  }
-  const allowed = count <= rule.limit;
+  const start = Math.floor(now.getTime() / windowMs);
+  return { bucket: `${key}:${rule.limit}/${rule.windowSec}`, rule, window: { start, resetMs: (start + 1) * windowMs } };
+}
+
+/** What a count means under the limit. */
+export function rateLimitResult(limit: Limit, count: number, now: Date): RateLimitResult {
+  const { rule, window } = limit;
   return {
-    allowed,
+    allowed: count <= rule.limit,
     limit: rule.limit,
     remaining: Math.max(0, rule.limit - count),
-    resetAt: Math.ceil(resetMs / 1000),
-    retryAfter: Math.max(1, Math.ceil((resetMs - nowMs) / 1000)),
+    resetAt: Math.ceil(window.resetMs / 1000),
+    retryAfter: Math.max(1, Math.ceil((window.resetMs - now.getTime()) / 1000)),
   };
+}
+
+/** Counts one hit against the fixed window shared by all replicas. */
+export async function hitRateLimit(state: SharedState, key: string, rule: RateLimitRule, now: Date): Promise<RateLimitResult> {
+  const limit = limitFor(key, rule, now);
+  return rateLimitResult(limit, await state.count(limit.bucket, limit.window), now);
+}
+
+/**
+ * The headers of every limited answer (seed 000 section 8): `x-rate-limit-*`, and `Retry-After`
+ * when the request is refused. The one writer of them, for the authorization server and the
+ * enforcement point alike.
+ */
+export function rateLimitHeaders(r: RateLimitResult): Record<string, string> {
+  const headers: Record<string, string> = {
+    'x-rate-limit-limit': String(r.limit),
+    'x-rate-limit-remaining': String(r.remaining),
+    'x-rate-limit-reset': String(r.resetAt),
+  };
+  if (!r.allowed) headers['Retry-After'] = String(r.retryAfter);
+  return headers;
 }

@@ -164,6 +164,17 @@ describe('DPoP at the resource: security.md 1.2, resource-server column', () => 
     expect(second.headers['www-authenticate']).toBe(challenge('invalid_dpop_proof'));
   });
 
+  test('a jti with any characters (a NUL, non-ASCII, the longest allowed) is accepted once, on every store', async () => {
+    for (const jti of [`nul\u0000${crypto.randomUUID()}`, `ümlaut-✓-${crypto.randomUUID()}`, `${'x'.repeat(220)}${crypto.randomUUID()}`]) {
+      const p = await signed(header(), claims({ jti }));
+      const first = await call(h, t, 'GET', PATH, { proof: p });
+      expect(first.status).toBe(200);
+      const second = await call(h, t, 'GET', PATH, { proof: p });
+      expect(second.status).toBe(401);
+      expect(second.body.error_description).toBe('DPoP proof jti has been used before');
+    }
+  });
+
   test('check 49: a HEAD request with a valid proof passes the guard and gets 405 from the FHIR layer', async () => {
     const res = await call(h, t, 'HEAD', '/Schedule/Schedule-1');
     expect(res.status).toBe(405);

@@ -1,21 +1,10 @@
 import crypto from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK } from 'jose';
 import { InvalidRequest } from '../../errors';
+import { attestationChallenge } from '../../../protocol/attestation-challenge';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
 
 const REQUIRED = ['product_id', 'product_version', 'os', 'os_version', 'arch', 'public_key', 'attestation_challenge'] as const;
-
-/**
- * attestation_challenge = base64url(SHA-256(thumbprint bytes || nonce bytes)) where the
- * thumbprint is the RFC 7638 SHA-256 thumbprint of the client instance key and both values are
- * base64url-decoded to bytes first (ZETA SDK AttestationApi, seed 000 2.4).
- */
-export function attestationChallenge(clientJkt: string, nonce: string): string {
-  return crypto
-    .createHash('sha256')
-    .update(Buffer.concat([Buffer.from(clientJkt, 'base64url'), Buffer.from(nonce, 'base64url')]))
-    .digest('base64url');
-}
 
 /** Software clients carry no signature over their posture: what we can check is the binding (key, nonce) and coherence. */
 export const softwarePostureVerifier: PostureVerifier = {

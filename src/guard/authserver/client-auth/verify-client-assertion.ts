@@ -3,8 +3,9 @@ import type { AppContext } from '../../../context';
 import { InvalidClient, InvalidRequest } from '../../errors';
 import type { GuardSettings } from '../../settings';
 import { consumeOnce } from '../../state/replay-cache';
+import type { SharedState } from '../../state/shared-state';
 import { findClient, type ClientRecord } from '../clients/client-store';
-import { CLIENT_ASSERTION_TYPE_JWT } from '../grant-types';
+import { CLIENT_ASSERTION_TYPE_JWT } from '../../../protocol/oauth';
 
 /** The one signature algorithm for client assertions (seed 000 section 5, FAPI 2.0: no RS256, no HS256). */
 export const CLIENT_ASSERTION_ALGS = ['ES256'] as const;
@@ -15,6 +16,8 @@ export interface ClientAssertionInput {
   authorization?: string;
   /** Accepted `aud` values: the issuer and the token endpoint URL, each as a single string. */
   audiences: string[];
+  /** Where used assertion jtis are remembered. */
+  state: SharedState;
 }
 
 export interface AuthenticatedClient {
@@ -42,7 +45,7 @@ export async function verifyClientAssertion(ctx: AppContext, settings: GuardSett
   const now = Math.floor(ctx.now().getTime() / 1000);
   expiryIsPresentAndNear(claims, now, settings); // #12, #13
   notIssuedInTheFuture(claims, now, settings); // #14, #15
-  await jtiIsFresh(ctx, claims, clientId, settings); // #16, #17
+  await jtiIsFresh(ctx, input.state, claims, clientId, settings); // #16, #17
   return { client, claims };
 }
 
@@ -134,10 +137,10 @@ function notIssuedInTheFuture(claims: JWTPayload, now: number, settings: GuardSe
   }
 }
 
-async function jtiIsFresh(ctx: AppContext, claims: JWTPayload, clientId: string, settings: GuardSettings): Promise<void> {
+async function jtiIsFresh(ctx: AppContext, state: SharedState, claims: JWTPayload, clientId: string, settings: GuardSettings): Promise<void> {
   if (typeof claims.jti !== 'string' || claims.jti.length === 0 || claims.jti.length > 256) throw new InvalidClient('client assertion must carry a unique jti');
   const until = new Date(((claims.exp as number) + settings.clockSkewSec) * 1000);
-  if (!(await consumeOnce(ctx, 'client_assertion', `${clientId}:${claims.jti}`, until))) {
+  if (!(await consumeOnce(state, 'client_assertion', `${clientId}:${claims.jti}`, until, ctx.now()))) {
     throw new InvalidClient('client assertion tokens must only be used once');
   }
 }

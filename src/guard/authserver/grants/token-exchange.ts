@@ -5,7 +5,7 @@ import type { PolicyInput } from '../../policy';
 import type { AuthenticatedClient } from '../client-auth/verify-client-assertion';
 import { recordAttestation } from '../clients/client-store';
 import type { GuardDeps } from '../deps';
-import { GRANT_TOKEN_EXCHANGE, TOKEN_TYPE_JWT } from '../grant-types';
+import { GRANT_TOKEN_EXCHANGE, TOKEN_TYPE_JWT } from '../../../protocol/oauth';
 import { policyAllows } from '../policy-gate';
 import { requestedScopes } from '../scope-request';
 import { verifySubjectToken } from '../subject-token/verify-subject-token';
@@ -30,6 +30,7 @@ export async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): P
   const subjectToken = parametersArePresent(r.params, deps);
   clientMayUseGrant(client.grantTypes);
   const subject = await verifySubjectToken(deps.ctx, deps.settings, {
+    state: deps.state,
     token: subjectToken,
     clientId: client.clientId,
     clientJkt: client.jkt,

@@ -4,7 +4,7 @@ import type { AppContext } from '../../../context';
 import { InvalidRequest } from '../../errors';
 import type { GuardSettings } from '../../settings';
 import { deleteExpiredPendingClients, insertClient, type ClientRecord } from '../clients/client-store';
-import { SUPPORTED_GRANT_TYPES } from '../grant-types';
+import { SUPPORTED_GRANT_TYPES } from '../../../protocol/oauth';
 
 /** attestation_type values of seed 4.4. */
 export const ATTESTATION_TYPES = ['software', 'tpm', 'platform_a', 'platform_b', 'svc_attestation_token'] as const;

@@ -4,12 +4,15 @@ import { AccessDenied, InvalidRequest } from '../../errors';
 import { CardCertificateError, verifyCardChain, type VerifiedCard } from '../../pki/card-trust';
 import type { GuardSettings } from '../../settings';
 import { consumeOnce } from '../../state/replay-cache';
+import type { SharedState } from '../../state/shared-state';
 
 /** Card signature algorithms (CONTRACT 4): ES256 (P-256), BP256R1 (brainpoolP256r1, RFC 5639), PS256 (RSA). */
 export const SUBJECT_TOKEN_ALGS = ['ES256', 'BP256R1', 'PS256'] as const;
 
 export interface SubjectTokenCheck {
   token: string;
+  /** Where used subject-token jtis are remembered. */
+  state: SharedState;
   clientId: string;
   /** Thumbprint of the registered client instance key (`client_key.jkt`). */
   clientJkt: string;
@@ -43,7 +46,7 @@ export async function verifySubjectToken(ctx: AppContext, settings: GuardSetting
   nonceIsTheConsumedNonce(claims, check.nonce);
   subjectIsTheTelematikId(claims, card);
   keysAreBound(claims, check);
-  await jtiIsFresh(ctx, claims, settings);
+  await jtiIsFresh(ctx, check.state, claims, settings);
   return { card, claims };
 }
 
@@ -120,8 +123,8 @@ function keysAreBound(claims: Record<string, unknown>, check: SubjectTokenCheck)
   if (jkt(claims.dpop_key) !== check.dpopJkt) throw new AccessDenied('subject_token dpop_key.jkt must be the DPoP proof key');
 }
 
-async function jtiIsFresh(ctx: AppContext, claims: Record<string, unknown>, settings: GuardSettings): Promise<void> {
+async function jtiIsFresh(ctx: AppContext, state: SharedState, claims: Record<string, unknown>, settings: GuardSettings): Promise<void> {
   if (typeof claims.jti !== 'string' || claims.jti.length === 0 || claims.jti.length > 256) throw new AccessDenied('subject_token must carry a jti');
   const until = new Date(((claims.exp as number) + settings.clockSkewSec) * 1000);
-  if (!(await consumeOnce(ctx, 'subject_token', `${String(claims.iss)}:${claims.jti}`, until))) throw new AccessDenied('subject_token has been used before');
+  if (!(await consumeOnce(state, 'subject_token', `${String(claims.iss)}:${claims.jti}`, until, ctx.now()))) throw new AccessDenied('subject_token has been used before');
 }

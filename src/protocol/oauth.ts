@@ -1,3 +1,4 @@
+/** OAuth 2.0 identifiers the authorization server and its clients share (RFC 8693, RFC 7523, RFC 6749). */
 export const GRANT_TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 export const GRANT_REFRESH_TOKEN = 'refresh_token';
 export const CLIENT_ASSERTION_TYPE_JWT = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
