@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import { bookingInterceptors } from './booking';
 import type { AppContext } from './context';
-import { fhirEnv, fhirRouter, type FhirEnv } from './fhir';
+import { fhirBodyText, fhirEnv, fhirReachPort, fhirRouter, type FhirEnv } from './fhir';
 import { guardRouter, API_VERSION } from './guard';
 import { errorUri } from './guard/http/respond';
 import { enforcementPoint, pepSettings, upstreamProxy } from './guard/pep';
@@ -91,7 +91,7 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv): Express {
   const state = sharedState(ctx);
   app.use(guardRouter(ctx, { state }));
   // Issue 6: the enforcement point, then the protected application (embedded, or UPSTREAM_URL in proxy mode).
-  app.use('/fhir', enforcementPoint(ctx, { state }), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx, fhir));
+  app.use('/fhir', enforcementPoint(ctx, { state, fhir: fhirReachPort(fhir), readBody: fhirBodyText() }), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx, fhir));
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const correlationId = res.locals.requestId as string;
     if (redisUnavailable(ctx, err)) {

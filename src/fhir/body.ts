@@ -49,10 +49,10 @@ function decodeUtf8(contentType: string | undefined, bytes: Buffer): string {
 }
 
 /** Bodies already parsed, per request: the enforcement point reads a Bundle first, the FHIR adapter reuses it. */
-const parsed = new WeakMap<Request, unknown>();
+const parsed = new WeakMap<object, unknown>();
 
 /** `parseBody` once per request (a large transaction Bundle is not parsed and checked twice). */
-export function parsedBody(req: Request, contentType: string | undefined, text: string): unknown {
+export function parsedBody(req: object, contentType: string | undefined, text: string): unknown {
   if (parsed.has(req)) return parsed.get(req);
   const value = parseBody(contentType, text);
   parsed.set(req, value);

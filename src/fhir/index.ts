@@ -145,3 +145,5 @@ function parseJsonPatch(text: string): unknown {
     throw new OperationOutcomeError(400, [issue('structure', `JSON Patch body: ${(err as Error).message}`, WHOLE_BODY)]);
   }
 }
+export { fhirReachPort } from './request-reach';
+export { fhirBodyText } from './body';

@@ -5,18 +5,13 @@ import { ownerForWrite } from '../shared/owner';
 import { isFhirId } from '../shared/fhir-id';
 import { capabilityStatement } from './capability';
 import { badRequest, notFound, notSupported, OperationOutcomeError, outcome, issue } from '../shared/outcomes';
-import { preferHeader, scopeOf, writerRepo, type FhirEnv, type FhirRequest, type FhirResponse, type Interaction } from './request';
+import { preferHeader, scopeOf, writerRepo, type FhirEnv, type FhirRequest, type FhirResponse } from './request';
 import { fullUrl, searchType, subset } from './search';
 import { processBundle } from './transaction';
 import { validateResource } from '../model';
+import type { Route } from '../protocol/fhir-reach';
 
-export interface Route {
-  interaction: Interaction;
-  type?: string;
-  id?: string;
-  versionId?: string;
-  operation?: string;
-}
+export type { Route } from '../protocol/fhir-reach';
 
 /** Maps a request to the interaction it asks for; unknown shapes answer 404/405. */
 export function route(req: FhirRequest): Route {

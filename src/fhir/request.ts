@@ -1,35 +1,12 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
+import type { RequestIdentity } from '../protocol/identity';
 import type { Jobs } from '../jobs';
 import type { AccessScope, Repository, WriteOrigin } from '../store';
 import type { OperationRegistry } from './operations/registry';
 
-/** The verified caller, set by the enforcement proxy; absent: the repository itself. */
-export interface RequestIdentity {
-  /** Telematik-ID of the institution (subject of the access token). */
-  institution: string;
-  professionOid?: string;
-  clientId?: string;
-  /** SMART v2 scopes granted (`system/Appointment.crus`, ...). */
-  scopes: string[];
-  /** Repository owners see and manage everything (CONTRACT section 4). */
-  isOwner: boolean;
-}
-
-export type Interaction =
-  | 'read'
-  | 'vread'
-  | 'history-instance'
-  | 'search-type'
-  | 'create'
-  | 'update'
-  | 'patch'
-  | 'delete'
-  | 'transaction'
-  | 'batch'
-  | 'operation'
-  | 'async-status'
-  | 'capabilities';
+export type { RequestIdentity } from '../protocol/identity';
+export type { Interaction } from '../protocol/fhir-reach';
 
 /** An HTTP-independent FHIR request: the same handler serves HTTP, Bundle entries and jobs. */
 export interface FhirRequest {

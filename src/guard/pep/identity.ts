@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import type { RequestIdentity } from '../../fhir/request';
+import type { RequestIdentity } from '../../protocol/identity';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 
 /** The verified caller as the FHIR layer sees it (`res.locals.identity`, issue 6 point 3). */

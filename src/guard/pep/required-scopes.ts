@@ -1,7 +1,5 @@
-import type { Route } from '../../fhir/interactions';
-import type { FhirRequest } from '../../fhir/request';
+import { ANY_TYPE, type Reach, type Route } from '../../protocol/fhir-reach';
 import { scopeCovered } from '../../protocol/smart-scopes';
-import { ANY_TYPE, reachOfStored, type Reach } from './request-reach';
 
 /** SMART v2 permissions (CONTRACT section 4: `system/Appointment.crus`). */
 export type Permission = 'c' | 'r' | 'u' | 'd' | 's';
@@ -30,11 +28,11 @@ const OPERATIONS: Record<string, (r: Route) => ScopeNeed[]> = {
  * searches reach through `_revinclude`, `_has` and chains (what `_include` returns the FHIR layer
  * cuts down to the types the token may read, fhir/search.ts), and every permission on
  * every type (`system/*.cruds`) when the reach has anything the enforcement point cannot follow.
- * Async polling (`_async/{id}`) needs what the polled request needed (`polled`: the job that runs it).
+ * Async polling (`_async/{id}`) needs what the polled request needed (`polled`: what it reaches).
  */
-export function requiredScopes(reach: Reach, more: { polled?: PolledJob } = {}): ScopeNeed[] {
+export function requiredScopes(reach: Reach, more: { polled?: Reach } = {}): ScopeNeed[] {
   const needs = new Set<ScopeNeed>();
-  for (const r of reach.routes) for (const n of r.interaction === 'async-status' ? (more.polled ? pollScopes(more.polled) : []) : scopesFor(r)) needs.add(n);
+  for (const r of reach.routes) for (const n of r.interaction === 'async-status' ? (more.polled ? requiredScopes(more.polled) : []) : scopesFor(r)) needs.add(n);
   for (const type of reach.searched) needs.add(need(type, 's'));
   if (reach.unfollowed.length) for (const p of ALL) needs.add(need(ANY_TYPE, p));
   return [...needs];
@@ -76,26 +74,6 @@ function operationScopes(r: Route): ScopeNeed[] {
   const known = OPERATIONS[r.operation ?? ''];
   if (known) return known(r);
   return ALL.map((p) => need(r.type ?? ANY_TYPE, p));
-}
-
-/** An async job (`async_job`): its kind and payload. */
-export interface PolledJob {
-  kind: string;
-  payload: unknown;
-}
-
-/**
- * A `fhir-request` job carries the FHIR request it runs (fhir/operations/async.ts): polling needs
- * that request's scopes, query and body included. Other kinds name no request; the job's owner
- * check is all there is.
- */
-function pollScopes(job: PolledJob): ScopeNeed[] {
-  const p = job.payload as Partial<FhirRequest> | null;
-  if (job.kind !== 'fhir-request' || !p || typeof p.method !== 'string' || !Array.isArray(p.path)) return [];
-  const query = Array.isArray(p.query) ? (p.query as [string, string][]) : [];
-  const reach = reachOfStored({ method: p.method, path: p.path as string[], query, body: p.body });
-  // A polled job is never itself a poll: its async-status route (if any) needs nothing more.
-  return reach ? requiredScopes({ ...reach, routes: reach.routes.filter((r) => r.interaction !== 'async-status') }) : [];
 }
 
 /** The needs the granted scopes do not cover (SMART v2: `system/*.cruds` covers all). */

@@ -4,7 +4,7 @@ import { verifyDpopProof, type VerifiedDpopProof } from '../dpop/verify-dpop-pro
 import { InvalidDpopProof, InvalidToken } from '../errors';
 import type { PepSettings } from './settings';
 
-export interface ResourceRequest {
+export interface ProvedRequest {
   /** `req.headersDistinct.dpop`: Node joins repeated headers in `req.headers` (security.md 1.2 note). */
   dpop: string[] | undefined;
   method: string;
@@ -20,7 +20,7 @@ export interface ResourceRequest {
 export async function verifyRequestProof(
   settings: PepSettings,
   now: Date,
-  req: ResourceRequest,
+  req: ProvedRequest,
   accessToken: string,
   token: AccessTokenPayload,
   keys?: ProofKeyCache,

@@ -1,6 +1,8 @@
 import express from 'express';
 import request from 'supertest';
 import { ConfigError, loadConfig } from '../../../src/config';
+import { composeParts } from '../../../src/app';
+import { fhirBodyText, fhirReachPort } from '../../../src/fhir';
 import { enforcementPoint } from '../../../src/guard/pep';
 import { encodeWithin } from '../../../src/guard/pep/forwarded-headers';
 import { createTestContext } from '../../helpers/context';
@@ -15,7 +17,7 @@ describe('embedded mode: what the protected application sees', () => {
   beforeAll(async () => {
     h = await pepHarness();
     echo = express();
-    echo.use('/fhir', enforcementPoint(h.ctx), (req, res) => {
+    echo.use('/fhir', enforcementPoint(h.ctx, { fhir: fhirReachPort(h.fhir), readBody: fhirBodyText() }), (req, res) => {
       res.json({ headers: req.headers, identity: res.locals.identity, clientHash: res.locals.clientHash });
     });
   });
@@ -36,7 +38,7 @@ describe('embedded mode: what the protected application sees', () => {
     const ctx = await createTestContext({ env: { GUARD_ENFORCEMENT: 'off' } });
     try {
       const app = express();
-      app.use('/fhir', enforcementPoint(ctx), (req, res) => res.json({ headers: req.headers, identity: res.locals.identity ?? null }));
+      app.use('/fhir', enforcementPoint(ctx, { fhir: fhirReachPort(composeParts(ctx).fhir), readBody: fhirBodyText() }), (req, res) => res.json({ headers: req.headers, identity: res.locals.identity ?? null }));
       const res = await request(app).get('/fhir/Slot').set('svc-user-info', 'FAKE');
       expect(res.status).toBe(200);
       expect(res.body.headers['svc-user-info']).toBeUndefined();

@@ -1,6 +1,7 @@
 import { route } from '../../../src/fhir/interactions';
 import { requiresPopp, reachRequiresPopp } from '../../../src/guard/pep/popp/popp-routes';
-import { reachOf, type Runner, type ReachRequest } from '../../../src/guard/pep/request-reach';
+import { reachOf } from '../../../src/fhir/request-reach';
+import type { Runner, ReachRequest } from '../../../src/protocol/fhir-reach';
 import { requiredScopes } from '../../../src/guard/pep/required-scopes';
 
 const EVERYTHING = 'system/*.c system/*.r system/*.u system/*.d system/*.s';

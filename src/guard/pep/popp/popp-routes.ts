@@ -1,5 +1,4 @@
-import type { Route } from '../../../fhir/interactions';
-import { ANY_TYPE, type Reach } from '../request-reach';
+import { ANY_TYPE, type Reach, type Route } from '../../../protocol/fhir-reach';
 
 /**
  * POPP_REQUIRED_ROUTES entries: `*` (every request), `Patient` (every interaction on a type),

@@ -1,37 +1,48 @@
 import type { Bundle } from '@medplum/fhirtypes';
-import { pathSegments } from '../../model';
-import { route, type Route } from '../../fhir/interactions';
-import type { FhirRequest } from '../../fhir/request';
-import { isStoredType, searchParam, type SearchParamDef } from '../../store';
-import { parseSearch } from '../../fhir/search-request';
-
-/** A type the enforcement point cannot name: it stands for every type (`system/*`). */
-export const ANY_TYPE = '*';
+import { pathSegments } from '../model';
+import { ANY_TYPE, type FhirReachPort, type Reach, type ReachRequest, type Route, type Runner } from '../protocol/fhir-reach';
+import { isStoredType, searchParam, type SearchParamDef } from '../store';
+import { parsedBody } from './body';
+import { route } from './interactions';
+import type { FhirEnv, FhirRequest } from './request';
+import { parseSearch } from './search-request';
+import { FHIR_REQUEST_JOB } from './operations/async';
 
 /**
- * Everything one request may touch, as the FHIR layer will run it: the scope check and the PoPP
- * check both judge this, never the outer route alone.
+ * The FHIR layer's answer to the enforcement point (protocol/fhir-reach.ts): its own router and
+ * parsers, so the guard judges a request as it will run; polling ids resolve through the job queue.
  */
-export interface Reach {
-  /** The interactions that run: the request's own, and each entry's of a transaction or batch Bundle. */
-  routes: Route[];
-  /** Types a search finds or filters on besides its own: `_revinclude`, `_has`, chains (SMART `s`). */
-  searched: Set<string>;
-  /** Types a search returns by following its matches' references, `_include` (for PoPP; the FHIR layer returns only those the token may read). */
-  included: Set<string>;
-  /** What the enforcement point cannot follow (an entry it cannot route, a nested Bundle, a query it cannot parse): fail closed. */
-  unfollowed: string[];
+export function fhirReachPort(env: FhirEnv): FhirReachPort {
+  return {
+    route: (method, path) => {
+      try {
+        return route({ method, path, query: [], headers: {} });
+      } catch {
+        return undefined;
+      }
+    },
+    reach: reachOf,
+    polledReach: async (id) => {
+      const job = await env.jobs.find(id);
+      return job ? reachOfJob(job.kind, job.payload) : undefined;
+    },
+    parseBody: parsedBody,
+  };
 }
 
-export type ReachRequest = Pick<FhirRequest, 'method' | 'path' | 'query' | 'body'>;
-
 /**
- * Who runs the request. `embedded`: our own FHIR layer, with the same parsers, so a query or
- * Bundle the enforcement point cannot parse runs nothing there (it answers 400) and needs no
- * scope. `upstream` (proxy mode, UPSTREAM_URL): another server that may read what we cannot, so
- * whatever we cannot parse fails closed.
+ * A FHIR request job carries the request it runs (operations/async.ts): polling reaches what that
+ * request reaches, query and body included. Other kinds name no request: they reach nothing more.
+ * A polled request is never itself a poll: its async-status routes are left out.
  */
-export type Runner = 'embedded' | 'upstream';
+function reachOfJob(kind: string, payload: unknown): Reach | undefined {
+  const p = payload as Partial<FhirRequest> | null;
+  if (kind !== FHIR_REQUEST_JOB || !p || typeof p.method !== 'string' || !Array.isArray(p.path)) return undefined;
+  const query = Array.isArray(p.query) ? (p.query as [string, string][]) : [];
+  const reach = reachOfStored({ method: p.method, path: p.path as string[], query, body: p.body });
+  return reach && { ...reach, routes: reach.routes.filter((r) => r.interaction !== 'async-status') };
+}
+
 
 /** The reach of a request already routed to `r` (an unroutable request runs nothing: the FHIR layer answers 404/405/400). */
 export function reachOf(req: ReachRequest, r: Route, runner: Runner = 'embedded'): Reach {
@@ -46,7 +57,7 @@ function unparsable(reach: Reach, runner: Runner, what: string): void {
 }
 
 /** The reach of a stored request (an async job's payload); one that does not route reaches nothing it could run. */
-export function reachOfStored(req: ReachRequest): Reach | undefined {
+function reachOfStored(req: ReachRequest): Reach | undefined {
   try {
     return reachOf(req, route({ ...req, headers: {} }));
   } catch {
