@@ -6,7 +6,7 @@ import { fhirBodyText, fhirEnv, fhirReachPort, fhirRouter, type FhirEnv } from '
 import { guardRouter, API_VERSION } from './guard';
 import { errorUri } from './guard/http/respond';
 import { enforcementPoint, pepSettings, upstreamProxy } from './guard/pep';
-import { keyEncryptionFor, sharedState, SharedStateUnavailable } from './guard';
+import { keyEncryptionFor, RevokedSessions, sharedState, SharedStateUnavailable } from './guard';
 import { Jobs } from './jobs';
 import type { WriteInterceptor } from './store';
 import { subscriptionInterceptors, Subscriptions, type DispatcherSettings } from './subscriptions';
@@ -89,9 +89,10 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv): Express {
   });
   // One shared-state adapter for the authorization server and the enforcement point.
   const state = sharedState(ctx);
-  app.use(guardRouter(ctx, { state }));
+  const sessions = new RevokedSessions(ctx.db);
+  app.use(guardRouter(ctx, { state, sessions }));
   // Issue 6: the enforcement point, then the protected application (embedded, or UPSTREAM_URL in proxy mode).
-  app.use('/fhir', enforcementPoint(ctx, { state, fhir: fhirReachPort(fhir), readBody: fhirBodyText() }), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx, fhir));
+  app.use('/fhir', enforcementPoint(ctx, { state, sessions, fhir: fhirReachPort(fhir), readBody: fhirBodyText() }), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx, fhir));
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const correlationId = res.locals.requestId as string;
     if (redisUnavailable(ctx, err)) {

@@ -15,10 +15,14 @@ import { endpoints, guardSettings, type GuardSettings } from './settings';
 import { issueNonce } from './state/nonce-store';
 import { hitRateLimit, rateLimitHeaders } from './state/rate-limit';
 import { sharedState, type SharedState } from './state/shared-state';
+import { RevokedSessions } from './state/revoked-sessions';
+import { AccessTokenVerifier } from './authserver/tokens/verify-access-token';
+import { pepSettings } from './pep/settings';
 import { versionEntries, versionGate, type ApiVersion } from './versions';
 
 export { sharedState, SharedStateUnavailable, type SharedState } from './state/shared-state';
 export { keyEncryptionFor } from './keys/key-encryption';
+export { RevokedSessions } from './state/revoked-sessions';
 
 /** Exact SemVer of the guard API served by this instance (seed 000 section 9). */
 export const API_VERSION = '1.0.0';
@@ -34,6 +38,8 @@ export interface GuardOptions {
   registrationVerifiers?: Map<string, RegistrationVerifier>;
   /** The application's shared guard state (app.ts chooses it once); by default one of its own. */
   state?: SharedState;
+  /** The application's session liveness, shared with its enforcement point; by default one of its own. */
+  sessions?: RevokedSessions;
 }
 
 /** Discovery documents and the authorization server under /svc/v{major} (issue 5, seed 000 section 9). */
@@ -120,18 +126,22 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
   const policyData = loadPolicyData(ctx.config.policyFile);
   // At start: a bad CARD_TRUST_ANCHORS stops the process, and the dev-PKI warning is logged once.
   const anchors = loadCardTrustAnchors(ctx);
+  const keys = new SigningKeys(ctx, settings);
+  const sessions = options.sessions ?? new RevokedSessions(ctx.db);
   return {
     ctx,
     settings,
     // Discovery advertises the newest stable major; requests under another major get its URLs (depsPerMajor).
     urls: endpoints(settings.issuer, newestStableMajor(options.versions ?? API_VERSIONS)),
-    keys: new SigningKeys(ctx, settings),
+    keys,
     policyData,
     policy: options.policyEngine ?? createPolicyEngine(ctx.config, policyData, settings.policyTimeoutMs),
     anchors: () => anchors,
     postureVerifiers: options.postureVerifiers ?? defaultPostureVerifiers(),
     registrationVerifiers: options.registrationVerifiers ?? new Map(),
     state: options.state ?? sharedState(ctx),
+    sessions,
+    accessTokens: new AccessTokenVerifier(keys, pepSettings(ctx.config), ctx.now, sessions),
   };
 }
 

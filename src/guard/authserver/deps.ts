@@ -5,6 +5,8 @@ import type { SigningKeys } from '../keys/signing-keys';
 import type { PolicyData, PolicyEngine } from '../policy';
 import type { endpoints, GuardSettings } from '../settings';
 import type { SharedState } from '../state/shared-state';
+import type { RevokedSessions } from '../state/revoked-sessions';
+import type { AccessTokenVerifier } from './tokens/verify-access-token';
 import type { RegistrationVerifier } from './registration/register-client';
 
 /** What the AS's use cases are built from; guard/index.ts composes it once per app. */
@@ -21,4 +23,8 @@ export interface GuardDeps {
   registrationVerifiers: ReadonlyMap<string, RegistrationVerifier>;
   /** Nonces, replay caches and rate limits shared by the replicas. */
   state: SharedState;
+  /** Which sessions are alive (revocation, refresh-token reuse); shared with the enforcement point. */
+  sessions: RevokedSessions;
+  /** The one access-token verifier (the enforcement point uses the same class). */
+  accessTokens: AccessTokenVerifier;
 }

@@ -1,8 +1,6 @@
-import { decodeJwt } from 'jose';
 import { InvalidRequest } from '../errors';
 import type { GuardDeps } from './deps';
 import { authenticateClient, dpopProofIsValid, formParameters, type EndpointRequest } from './token-endpoint';
-import { verifyAccessToken } from './tokens/access-token';
 import { findRefreshToken, findSession, revokeSession } from './tokens/refresh-tokens';
 
 /**
@@ -21,7 +19,7 @@ export async function revokeEndpoint(deps: GuardDeps, req: EndpointRequest): Pro
   const sid = hint === 'access_token' ? await accessTokenSid(deps, token) ?? (await refreshTokenSid(deps, token)) : (await refreshTokenSid(deps, token)) ?? (await accessTokenSid(deps, token));
   if (!sid) return;
   const session = await findSession(deps.ctx, sid);
-  if (session?.clientId === client.clientId && session.jkt === proof.jkt) await revokeSession(deps.ctx, sid, 'revoked by the client');
+  if (session?.clientId === client.clientId && session.jkt === proof.jkt) await revokeSession(deps.ctx, deps.sessions, sid, 'revoked by the client');
 }
 
 async function refreshTokenSid(deps: GuardDeps, token: string): Promise<string | undefined> {
@@ -30,9 +28,7 @@ async function refreshTokenSid(deps: GuardDeps, token: string): Promise<string |
 
 async function accessTokenSid(deps: GuardDeps, token: string): Promise<string | undefined> {
   try {
-    decodeJwt(token);
-    const payload = await verifyAccessToken(deps.keys, deps.settings, deps.ctx.now(), token);
-    return payload.sid;
+    return (await deps.accessTokens.verify(token)).sid;
   } catch {
     return undefined;
   }

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { calculateJwkThumbprint, compactVerify, importJWK, type JWK, type KeyLike } from 'jose';
-import type { AppContext } from '../../context';
+import { decodeCompactJws, MalformedJws } from '../jose/compact-jws';
 import { InvalidDpopProof } from '../errors';
 import { consumeOnce } from '../state/replay-cache';
 import type { SharedState } from '../state/shared-state';
@@ -112,14 +112,11 @@ function exactlyOneHeader(values: string[] | undefined, fail: Fail): string {
 }
 
 function wellFormedJwt(jws: string, fail: Fail): Header {
-  const parts = jws.split('.');
-  if (parts.length !== 3 || parts.some((p) => !/^[A-Za-z0-9_-]*$/.test(p)) || !parts[0] || !parts[1]) throw fail('DPoP proof is not a JWS in compact serialization');
   try {
-    const header = JSON.parse(Buffer.from(parts[0], 'base64url').toString('utf8')) as unknown;
-    if (typeof header !== 'object' || header === null || Array.isArray(header)) throw new Error();
-    return header as Header;
-  } catch {
-    throw fail('DPoP proof header is not a JSON object');
+    return decodeCompactJws(jws).header;
+  } catch (err) {
+    if (!(err instanceof MalformedJws)) throw err;
+    throw fail(err.defect === 'serialization' ? 'DPoP proof is not a JWS in compact serialization' : 'DPoP proof header is not a JSON object');
   }
 }
 

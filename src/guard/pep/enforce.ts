@@ -15,7 +15,7 @@ import { clientBucket, withinRateLimit } from './rate-limit-per-client';
 import { recordRequest } from './request-ledger';
 import { missingScopes, requiredScopes } from './required-scopes';
 import type { PepSettings } from './settings';
-import type { AccessTokenVerifier } from './verify-access-token';
+import type { AccessTokenVerifier } from '../authserver/tokens/verify-access-token';
 import { proofIsFresh, replayWindowEnd, verifyRequestProof, type ProofKeyCache } from './verify-request-proof';
 
 /**

@@ -13,7 +13,7 @@ import { withChallenge } from './errors';
 import { stripIdentityHeaders } from './forwarded-headers';
 import { PoppJwks } from './popp/popp-jwks';
 import { pepSettings, type PepSettings } from './settings';
-import { AccessTokenVerifier } from './verify-access-token';
+import { AccessTokenVerifier } from '../authserver/tokens/verify-access-token';
 import { ProofKeyCache } from './verify-request-proof';
 
 export { upstreamProxy } from './upstream-proxy';
@@ -28,6 +28,8 @@ export interface PepOptions {
   settings?: Partial<PepSettings>;
   /** The application's shared guard state (app.ts chooses it once); by default one of its own. */
   state?: SharedState;
+  /** The application's session liveness, shared with its authorization server; by default one of its own. */
+  sessions?: RevokedSessions;
 }
 
 /**
@@ -47,7 +49,7 @@ export function enforcementPoint(ctx: AppContext, options: PepOptions) {
     settings,
     now: ctx.now,
     repositoryOwners: ctx.config.repositoryOwners,
-    tokens: new AccessTokenVerifier(new SigningKeys(ctx, guardSettings(ctx.config)), settings, ctx.now, new RevokedSessions(ctx.db)),
+    tokens: new AccessTokenVerifier(new SigningKeys(ctx, guardSettings(ctx.config)), settings, ctx.now, options.sessions ?? new RevokedSessions(ctx.db)),
     proofKeys: new ProofKeyCache(),
     state: options.state ?? sharedState(ctx),
     fhir: options.fhir,

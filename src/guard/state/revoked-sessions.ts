@@ -7,9 +7,9 @@ import type { Db } from '../../store';
  *
  * Cost: one primary-key lookup per sid and second at most. A live answer is believed for
  * `liveForMs` (1 s), so another replica's revocation takes effect within that; a revocation made
- * in this process is seen at once (noteSessionRevoked); a revoked or unknown sid stays refused.
- * Concurrent requests of one sid share one lookup. The caches are per process and keyed by sid
- * (random UUIDs), so several app instances in one process may share them.
+ * by this application is seen at once (`noteRevoked`); a revoked or unknown sid stays refused.
+ * Concurrent requests of one sid share one lookup. One instance per application (app.ts), shared
+ * by its authorization server and its enforcement point.
  */
 export interface SessionLiveness {
   isLive(sid: string): Promise<boolean>;
@@ -19,33 +19,33 @@ export interface SessionLiveness {
 export const LIVE_SESSION_CACHE_MS = 1_000;
 const MAX_ENTRIES = 50_000;
 
-const liveUntil = new Map<string, number>();
-const dead = new Set<string>();
-const pending = new Map<string, Promise<boolean>>();
-
 /** Monotonic: the cache must not depend on the (test-movable) protocol clock. */
 const monotonicMs = () => performance.now();
 
-/** Called by the authorization server right after it revokes a session. */
-export function noteSessionRevoked(sid: string): void {
-  liveUntil.delete(sid);
-  remember(dead, sid);
-}
-
 export class RevokedSessions implements SessionLiveness {
+  private readonly liveUntil = new Map<string, number>();
+  private readonly dead = new Set<string>();
+  private readonly pending = new Map<string, Promise<boolean>>();
+
   constructor(
     private readonly db: Db,
     private readonly liveForMs = LIVE_SESSION_CACHE_MS,
   ) {}
 
+  /** Called by the authorization server right after it revokes a session. */
+  noteRevoked(sid: string): void {
+    this.liveUntil.delete(sid);
+    remember(this.dead, sid);
+  }
+
   async isLive(sid: string): Promise<boolean> {
-    if (dead.has(sid)) return false;
-    const until = liveUntil.get(sid);
+    if (this.dead.has(sid)) return false;
+    const until = this.liveUntil.get(sid);
     if (until !== undefined && until > monotonicMs()) return true;
-    let lookup = pending.get(sid);
+    let lookup = this.pending.get(sid);
     if (!lookup) {
-      lookup = this.lookup(sid).finally(() => pending.delete(sid));
-      pending.set(sid, lookup);
+      lookup = this.lookup(sid).finally(() => this.pending.delete(sid));
+      this.pending.set(sid, lookup);
     }
     return lookup;
   }
@@ -56,14 +56,14 @@ export class RevokedSessions implements SessionLiveness {
     // No row: a session this store never issued (or one long expired and purged).
     const live = r.rows.length === 1 && !r.rows[0].revoked;
     if (!live) {
-      remember(dead, sid);
-      liveUntil.delete(sid);
-    } else if (!dead.has(sid)) {
-      if (liveUntil.size >= MAX_ENTRIES) liveUntil.clear();
+      remember(this.dead, sid);
+      this.liveUntil.delete(sid);
+    } else if (!this.dead.has(sid)) {
+      if (this.liveUntil.size >= MAX_ENTRIES) this.liveUntil.clear();
       // Counted from when the question was asked: a revocation committed meanwhile is seen within liveForMs.
-      liveUntil.set(sid, asked + this.liveForMs);
+      this.liveUntil.set(sid, asked + this.liveForMs);
     }
-    return live && !dead.has(sid);
+    return live && !this.dead.has(sid);
   }
 }
 

@@ -83,12 +83,15 @@ test('a proof from another key does not revoke (200 all the same, RFC 7009 §2.2
   expect((await refresh(t, t.refreshToken)).status).toBe(200);
 });
 
-test('a second app instance on the same database sees a revocation by the first', async () => {
+test('a second app instance on the same database (a replica: it shares nothing in memory) sees a revocation by the first within the live cache', async () => {
   const other = await pepHarness({ db: h.ctx.db });
   try {
     const t = await institution(h, { telematikId: '1-REVOKE-REPLICA' });
     expect((await call(other, t, 'GET', '/Slot')).status).toBe(200);
     expect((await revoke(h.app, t, t.refreshToken)).status).toBe(200);
+    // The revoking instance refuses at once; the other one once its live answer is older than 1 s.
+    expectRevoked(await call(h, t, 'GET', '/Slot'));
+    await sleep(LIVE_SESSION_CACHE_MS + 100);
     expectRevoked(await call(other, t, 'GET', '/Slot'));
   } finally {
     await other.close();

@@ -1,4 +1,5 @@
-import { compactVerify, decodeJwt, decodeProtectedHeader, importJWK, type JWTPayload } from 'jose';
+import { compactVerify, importJWK, type JWTPayload } from 'jose';
+import { claimsOf, decodeCompactJws, MalformedJws } from '../../jose/compact-jws';
 import type { AppContext } from '../../../context';
 import { InvalidClient, InvalidRequest } from '../../errors';
 import type { GuardSettings } from '../../settings';
@@ -68,12 +69,11 @@ function assertionTypeIsJwtBearer(params: Map<string, string>): string {
 
 function assertionIsWellFormed(assertion: string): { header: Record<string, unknown>; claims: JWTPayload & { client_statement?: unknown } } {
   try {
-    const header = decodeProtectedHeader(assertion) as Record<string, unknown>;
-    const claims = decodeJwt(assertion);
-    if (assertion.split('.').length !== 3) throw new Error();
-    return { header, claims };
-  } catch {
-    throw new InvalidRequest('invalid client_assertion format');
+    const jws = decodeCompactJws(assertion);
+    return { header: jws.header, claims: claimsOf(jws) as JWTPayload };
+  } catch (err) {
+    if (err instanceof MalformedJws) throw new InvalidRequest('invalid client_assertion format');
+    throw err;
   }
 }
 

@@ -43,7 +43,7 @@ export async function refreshGrant(deps: GuardDeps, r: RefreshRequest): Promise<
   });
   // Rotation: exactly one of two racing refreshes consumes the token; the other is a reuse.
   if (!(await consumeRefreshToken(ctx, rt.tokenHash))) {
-    await revokeSession(ctx, rt.session.sid, 'refresh token reused');
+    await revokeSession(ctx, deps.sessions, rt.session.sid, 'refresh token reused');
     throw new InvalidGrant('refresh token already used; the session has been revoked');
   }
   return tokensForSession(deps, rt.session, decision, scope);
@@ -86,7 +86,7 @@ function resourceIsTheSessionResource(params: Map<string, string>, rt: RefreshTo
 async function tokenIsUnused(deps: GuardDeps, rt: RefreshTokenRecord): Promise<void> {
   if (rt.consumedAt) {
     // RFC 9700 §4.14.2: the AS cannot tell the attacker from the client, so the family dies.
-    await revokeSession(deps.ctx, rt.session.sid, 'refresh token reused');
+    await revokeSession(deps.ctx, deps.sessions, rt.session.sid, 'refresh token reused');
     throw new InvalidGrant('refresh token already used; the session has been revoked');
   }
 }

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import type { AppContext } from '../../../context';
+import { claimsOf, decodeCompactJws, MalformedJws } from '../../jose/compact-jws';
 import { AccessDenied, InvalidRequest } from '../../errors';
 import { CardCertificateError, verifyCardChain, type VerifiedCard } from '../../pki/card-trust';
 import type { GuardSettings } from '../../settings';
@@ -51,15 +52,13 @@ export async function verifySubjectToken(ctx: AppContext, settings: GuardSetting
 }
 
 function wellFormedJwt(token: string) {
-  const parts = token.split('.');
-  if (parts.length !== 3 || parts.some((p) => !/^[A-Za-z0-9_-]+$/.test(p))) throw new InvalidRequest('subject_token is not a JWS in compact serialization');
   try {
-    const header = JSON.parse(Buffer.from(parts[0], 'base64url').toString('utf8')) as Record<string, unknown>;
-    const claims = JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8')) as Record<string, unknown>;
-    if (typeof header !== 'object' || header === null || typeof claims !== 'object' || claims === null || Array.isArray(claims)) throw new Error();
-    return { header, claims, signingInput: Buffer.from(`${parts[0]}.${parts[1]}`, 'ascii'), signature: Buffer.from(parts[2], 'base64url') };
-  } catch {
-    throw new InvalidRequest('subject_token header or payload is not a JSON object');
+    const jws = decodeCompactJws(token);
+    if (jws.signature.length === 0) throw new MalformedJws('serialization');
+    return { header: jws.header, claims: claimsOf(jws), signingInput: jws.signingInput, signature: jws.signature };
+  } catch (err) {
+    if (!(err instanceof MalformedJws)) throw err;
+    throw new InvalidRequest(err.defect === 'serialization' ? 'subject_token is not a JWS in compact serialization' : 'subject_token header or payload is not a JSON object');
   }
 }
 

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { AppContext } from '../../../context';
 import type { PolicyInput } from '../../policy';
-import { noteSessionRevoked } from '../../state/revoked-sessions';
+import type { RevokedSessions } from '../../state/revoked-sessions';
 import type { SessionClaims } from './access-token';
 
 /** A refresh-token family: one session of one client with one DPoP key (issue 5 point 7). */
@@ -109,13 +109,13 @@ export async function consumeRefreshToken(ctx: AppContext, tokenHash: string): P
 }
 
 /** Kills the whole family: every refresh token of the session, present and future, and its access tokens (the PEP checks `sid`). */
-export async function revokeSession(ctx: AppContext, sid: string, why: string): Promise<void> {
+export async function revokeSession(ctx: AppContext, sessions: RevokedSessions, sid: string, why: string): Promise<void> {
   await ctx.db.query('UPDATE guard_session SET revoked_at = COALESCE(revoked_at, $2), revoked_why = COALESCE(revoked_why, $3) WHERE sid = $1', [
     sid,
     ctx.now(),
     why,
   ]);
-  noteSessionRevoked(sid);
+  sessions.noteRevoked(sid);
 }
 
 export async function findSession(ctx: AppContext, sid: string): Promise<{ clientId: string; jkt: string } | undefined> {

@@ -1,5 +1,6 @@
 import { compactVerify } from 'jose';
 import { InvalidPopp, PoppMissing } from '../errors';
+import { decodeCompactJws, MalformedJws } from '../../jose/compact-jws';
 import type { PepSettings } from '../settings';
 import type { PoppJwks } from './popp-jwks';
 
@@ -50,14 +51,13 @@ function exactlyOneHeader(values: string[] | undefined): string {
 }
 
 function decode(jws: string): [Record<string, unknown>, string] {
-  const parts = jws.split('.');
-  if (parts.length !== 3 || parts.some((p) => !/^[A-Za-z0-9_-]+$/.test(p))) throw new InvalidPopp('the PoPP is not a compact JWS');
   try {
-    const header = JSON.parse(Buffer.from(parts[0], 'base64url').toString('utf8')) as unknown;
-    if (typeof header !== 'object' || header === null || Array.isArray(header)) throw new Error();
-    return [header as Record<string, unknown>, Buffer.from(parts[1], 'base64url').toString('utf8')];
-  } catch {
-    throw new InvalidPopp('the PoPP header is not a JSON object');
+    const decoded = decodeCompactJws(jws);
+    if (decoded.signature.length === 0) throw new MalformedJws('serialization');
+    return [decoded.header, decoded.payload.toString('utf8')];
+  } catch (err) {
+    if (!(err instanceof MalformedJws)) throw err;
+    throw new InvalidPopp(err.defect === 'serialization' ? 'the PoPP is not a compact JWS' : 'the PoPP header is not a JSON object');
   }
 }
 

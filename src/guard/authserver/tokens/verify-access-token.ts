@@ -1,10 +1,14 @@
 import type crypto from 'node:crypto';
 import { compactVerify, importJWK } from 'jose';
-import type { AccessTokenPayload } from '../authserver/tokens/access-token';
-import { InvalidToken } from '../errors';
-import type { SigningKeys } from '../keys/signing-keys';
-import type { SessionLiveness } from '../state/revoked-sessions';
-import type { PepSettings } from './settings';
+import type { AccessTokenPayload } from './access-token';
+import { claimsOf, decodeCompactJws, MalformedJws } from '../../jose/compact-jws';
+import { InvalidToken } from '../../errors';
+import type { SigningKeys } from '../../keys/signing-keys';
+import type { SessionLiveness } from '../../state/revoked-sessions';
+import type { PepSettings } from '../../pep/settings';
+
+/** What the verifier checks against and how long it caches. */
+export type AccessTokenRules = Pick<PepSettings, 'issuer' | 'resource' | 'leewaySec' | 'keyCacheSec' | 'tokenCacheSize'>;
 
 type Header = Record<string, unknown>;
 type Claims = Record<string, unknown>;
@@ -21,7 +25,7 @@ export class AccessTokenVerifier {
   private readonly keys = new Map<string, { key: crypto.KeyObject | undefined; until: number }>();
   constructor(
     private readonly signingKeys: SigningKeys,
-    private readonly settings: PepSettings,
+    private readonly settings: AccessTokenRules,
     private readonly now: () => Date,
     private readonly sessions: SessionLiveness,
   ) {}
@@ -84,15 +88,13 @@ async function sessionIsLive(sessions: SessionLiveness, sid: unknown): Promise<v
 }
 
 function decode(token: string): [Header, Claims] {
-  const parts = token.split('.');
-  if (parts.length !== 3 || !parts[0] || !parts[1] || !parts[2]) throw new InvalidToken('the access token is not a signed JWT');
   try {
-    const header = JSON.parse(Buffer.from(parts[0], 'base64url').toString('utf8')) as unknown;
-    const claims = JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8')) as unknown;
-    if (!isObject(header) || !isObject(claims)) throw new Error();
-    return [header, claims];
-  } catch {
-    throw new InvalidToken('the access token is not a signed JWT');
+    const jws = decodeCompactJws(token);
+    if (jws.signature.length === 0) throw new MalformedJws('serialization');
+    return [jws.header, claimsOf(jws)];
+  } catch (err) {
+    if (err instanceof MalformedJws) throw new InvalidToken('the access token is not a signed JWT');
+    throw err;
   }
 }
 
