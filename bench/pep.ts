@@ -86,12 +86,12 @@ async function benchOn({ env, envCopy, store, cleanup }: Awaited<ReturnType<type
   }
 }
 
-type Next = (client: number, n: number) => LoadRequest | Promise<LoadRequest>;
+export type Next = (client: number, n: number) => LoadRequest | Promise<LoadRequest>;
 
 const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 
 /** Per metric the median over the rounds; requests and errors summed. */
-function medianOf(rs: LoadResult[]): LoadResult {
+export function medianOf(rs: LoadResult[]): LoadResult {
   return {
     requests: rs.reduce((s, r) => s + r.requests, 0),
     durationS: rs.reduce((s, r) => s + r.durationS, 0),
@@ -105,14 +105,14 @@ function medianOf(rs: LoadResult[]): LoadResult {
   };
 }
 
-function query(n: number): string {
+export function query(n: number): string {
   const schedule = (n % SCHEDULES) + 1;
   const day = new Date(Date.UTC(2030, 0, 1 + (n % 28))).toISOString().slice(0, 10);
   return `/fhir/Slot?schedule=Schedule/bench-s-${schedule}&status=free&start=ge${day}T00:00:00Z&start=le${day}T23:59:59Z&_count=10`;
 }
 
 /** 32 institutions log in through the real guard; each gets a stack of proofs signed in advance. */
-async function authenticatedRequests(url: string, ca: ReturnType<typeof createCardCa>, expected: number): Promise<Next> {
+export async function authenticatedRequests(url: string, ca: ReturnType<typeof createCardCa>, expected: number): Promise<Next> {
   const publicUrl = url;
   const clients: { token: string; proofs: { path: string; proof: string }[]; next: number; client: GuardClient }[] = [];
   for (let i = 0; i < CONNECTIONS; i++) {
@@ -137,7 +137,7 @@ async function authenticatedRequests(url: string, ca: ReturnType<typeof createCa
   };
 }
 
-async function prepareStore(postgres: boolean): Promise<{ env: Record<string, string>; envCopy: Record<string, string>; store: string; cleanup(): Promise<void> }> {
+export async function prepareStore(postgres: boolean): Promise<{ env: Record<string, string>; envCopy: Record<string, string>; store: string; cleanup(): Promise<void> }> {
   const base = process.env.DATABASE_URL;
   if (postgres && base) {
     const admin = new Pool({ connectionString: base, max: 1 });

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { benchBook } from './book';
+import { benchCompare } from './compare';
 import { benchGuard } from './guard';
 import { benchPep } from './pep';
 import { benchSearch } from './search';
@@ -16,10 +17,12 @@ const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
   guard: { title: 'Access guard: discovery, nonce, token exchange, refresh (issue 5)', run: benchGuard },
   subscriptions: { title: 'Subscriptions: fan-out of one event to 1,000 rest-hook subscriptions (issue 4)', run: benchSubscriptions },
   pep: { title: 'Enforcement point: guarded vs unguarded slot search (issue 6)', run: benchPep },
+  compare: { title: 'This tree against a baseline revision: enforcement point and search (same run)', run: benchCompare },
 };
 
 async function main(): Promise<void> {
-  const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES);
+  // `compare` needs a baseline revision and runs on request only.
+  const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES).filter((n) => n !== 'compare');
   const file = path.join(__dirname, 'RESULTS.md');
   let doc = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '# Benchmark results\n\nWritten by `npm run bench`; each section is replaced when its benchmark runs.\n';
   for (const name of names) {

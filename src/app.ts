@@ -3,10 +3,21 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import { bookingInterceptors } from './booking';
 import type { AppContext } from './context';
 import { fhirBodyText, fhirEnv, fhirReachPort, fhirRouter, type FhirEnv } from './fhir';
-import { guardRouter, API_VERSION } from './guard';
-import { errorUri } from './guard/http/respond';
-import { enforcementPoint, pepSettings, upstreamProxy } from './guard/pep';
-import { keyEncryptionFor, RevokedSessions, sharedState, SharedStateUnavailable } from './guard';
+import {
+  API_VERSION,
+  enforcementPoint,
+  guardRouter,
+  keyEncryptionFor,
+  pepSettings,
+  ResourceNotFound,
+  RevokedSessions,
+  sendGuardError,
+  ServerError,
+  sharedState,
+  SharedStateUnavailable,
+  TemporarilyUnavailable,
+  upstreamProxy,
+} from './guard';
 import { Jobs } from './jobs';
 import type { WriteInterceptor } from './store';
 import { subscriptionInterceptors, Subscriptions, type DispatcherSettings } from './subscriptions';
@@ -97,23 +108,17 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv): Express {
     const correlationId = res.locals.requestId as string;
     if (redisUnavailable(ctx, err)) {
       ctx.logger.warn({ requestId: correlationId, url: req.originalUrl }, 'request failed: redis unavailable');
-      if (!res.headersSent) sendError(ctx, res, 503, 'temporarily_unavailable', 'shared guard state (Redis) is unavailable; retry later');
+      if (!res.headersSent) sendGuardError(res, ctx.config.publicUrl, new TemporarilyUnavailable('shared guard state (Redis) is unavailable; retry later'));
       return;
     }
     ctx.logger.error({ err, requestId: correlationId, url: req.originalUrl }, 'unhandled error');
     if (res.headersSent) return;
-    sendError(ctx, res, 500, 'server_error', `unexpected error, correlation id ${correlationId}`);
+    sendGuardError(res, ctx.config.publicUrl, new ServerError(`unexpected error, correlation id ${correlationId}`));
   });
   app.use((_req, res) => {
-    sendError(ctx, res, 404, 'resource_not_found', 'no such endpoint');
+    sendGuardError(res, ctx.config.publicUrl, new ResourceNotFound('no such endpoint'));
   });
   return app;
-}
-
-/** The guard's error object (seed 000 section 2.9), also for what no router claimed. */
-function sendError(ctx: AppContext, res: Response, status: number, error: string, description: string): void {
-  res.setHeader('Cache-Control', 'no-store');
-  res.status(status).json({ error, error_description: description, error_uri: errorUri(ctx.config.publicUrl, error) });
 }
 
 /**

@@ -3,7 +3,7 @@ import { ConfigError, loadConfig, type Config } from './config';
 import { createLogger } from './logger';
 import { openStore, startServer } from './server';
 import { runImport } from './cli/import';
-import { runDevPki } from './guard/dev-pki';
+import { runDevPki } from './cli/dev-pki';
 
 const USAGE = `usage: terminus <command>
   serve               serve everything on PORT (default)

@@ -8,6 +8,7 @@ import { createLogger, type Logger } from './logger';
 import { DataDirInUse, openDb, type Db } from './store/db';
 import { migrate } from './store/migrate';
 import { Repository } from './store';
+import { issue, outcome } from './shared/outcomes';
 import { API_VERSION } from './guard';
 import { preloadValidation } from './model/validation';
 import { demoResources } from './store/demo';
@@ -236,7 +237,7 @@ export function answerClientErrors(server: http.Server): void {
     const diagnostics = tooLarge
       ? 'Request line and headers are too large: send long searches as POST [type]/_search with a form body'
       : 'Malformed HTTP request';
-    const body = JSON.stringify({ resourceType: 'OperationOutcome', issue: [{ severity: 'error', code: tooLarge ? 'too-costly' : 'structure', diagnostics }] });
+    const body = JSON.stringify(outcome([issue(tooLarge ? 'too-costly' : 'structure', diagnostics)]));
     socket.end(
       `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n` +
         'Content-Type: application/fhir+json; charset=UTF-8\r\n' +

@@ -28,6 +28,7 @@ const files = path.join(dataDir, 'files');
 beforeAll(async () => {
   fs.mkdirSync(files);
   fs.writeFileSync(path.join(files, 'broken.json'), '{"allowed_professions": [');
+  fs.writeFileSync(path.join(files, 'wrong-shape.json'), '{"professions": "not a list"}');
   fs.writeFileSync(path.join(files, 'not.pem'), 'no certificate here\n');
   taken = net.createServer();
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
@@ -47,6 +48,7 @@ describe('serve with a bad setting stops with one line naming the variable', () 
     ['PORT', () => ({ PORT: String(takenPort) }), /^terminus: PORT: 127\.0\.0\.1:\d+ is already in use/],
     ['POLICY_FILE', () => ({ POLICY_FILE: path.join(files, 'missing.json') }), /^terminus: POLICY_FILE: file not found: /],
     ['POLICY_FILE', () => ({ POLICY_FILE: path.join(files, 'broken.json') }), /^terminus: POLICY_FILE: .*broken\.json is not readable JSON/],
+    ['POLICY_FILE', () => ({ POLICY_FILE: path.join(files, 'wrong-shape.json') }), /^terminus: POLICY_FILE: .*wrong-shape\.json: professions, posture_types, products and audiences must be arrays$/],
     ['CARD_TRUST_ANCHORS', () => ({ CARD_TRUST_ANCHORS: path.join(files, 'not.pem') }), /^terminus: CARD_TRUST_ANCHORS: no PEM certificate/],
     ['DATABASE_URL', () => ({ DATABASE_URL: 'postgresql://terminus:secret@127.0.0.1:1/terminus' }), /^terminus: DATABASE_URL: cannot use the store at postgresql:\/\/terminus:\*\*\*@127\.0\.0\.1:1\/terminus: connect ECONNREFUSED/],
     ['REDIS_URL', () => ({ REDIS_URL: 'redis://127.0.0.1:1' }), /^terminus: REDIS_URL: cannot reach redis:\/\/127\.0\.0\.1:1: connect ECONNREFUSED/],

@@ -4,10 +4,14 @@ import path from 'node:path';
 
 const ROOT = path.join(__dirname, '..', '..');
 
-/** Starts `terminus serve` in a child process (its own core) and waits until /readyz answers. */
-export async function startServerProcess(env: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }> {
+/**
+ * Starts `terminus serve` in a child process (its own core) and waits until /readyz answers;
+ * `root`: another checkout of the project (a baseline revision to compare with).
+ */
+export async function startServerProcess(env: Record<string, string>, root = ROOT): Promise<{ url: string; stop(): Promise<void> }> {
   const port = String(20000 + Math.floor(Math.random() * 20000));
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src', 'main.ts'), 'serve'], {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'main.ts'), 'serve'], {
+    cwd: root,
     env: { ...process.env, LOG_LEVEL: 'warn', PORT: port, HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, ...env },
     stdio: ['ignore', 'inherit', 'inherit'],
   });

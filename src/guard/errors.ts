@@ -52,6 +52,7 @@ export const Conflict = wireError('conflict', 409, 'Conflict');
 export const ApiVersionGone = wireError('api_version_gone', 410, 'ApiVersionGone');
 export const RateLimitExceeded = wireError('rate_limit_exceeded', 429, 'RateLimitExceeded');
 export const TemporarilyUnavailable = wireError('temporarily_unavailable', 503, 'TemporarilyUnavailable');
+export const ServerError = wireError('server_error', 500, 'ServerError');
 
 export function isGuardError(err: unknown): err is GuardError {
   return err instanceof GuardError;

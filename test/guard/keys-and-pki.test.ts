@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import request from 'supertest';
-import { runDevPki } from '../../src/guard/dev-pki';
+import { runDevPki } from '../../src/cli/dev-pki';
 import { parseAdmission, ADMISSION_OID } from '../../src/protocol/admission';
 import { verifyCardChain } from '../../src/guard/pki/card-trust';
 import { aesGcmKeyEncryption } from '../../src/shared/key-encryption';

@@ -87,6 +87,13 @@ test.each(bad)('rejects %s with 400 invalid_request and no client_id', async (_n
   expect(res.body.client_id).toBeUndefined();
 });
 
+test.each(['tpm', 'platform_a', 'platform_b', 'svc_attestation_token'])('attestation_type %s, known but without a verifier in this server, is refused clearly', async (type) => {
+  const res = await request(h.app).post('/svc/v1/register').set('content-type', 'application/json').send(JSON.stringify(body(await generateEcKey(), { attestation_type: type })));
+  expect(res.status).toBe(400);
+  expect(res.body).toMatchObject({ error: 'invalid_request', error_description: `attestation_type ${type} is not supported by this server` });
+  expect(res.body.client_id).toBeUndefined();
+});
+
 test('rejects a body that is not JSON with 400 invalid_request (never 500)', async () => {
   const res = await request(h.app).post('/svc/v1/register').set('content-type', 'application/json').send('{"client_name":');
   expect(res.status).toBe(400);

@@ -30,7 +30,7 @@ export function guardErrorHandler(issuer: string) {
 }
 
 /** Wraps an async handler so a thrown GuardError reaches guardErrorHandler. */
-export function handle(fn: (req: Request, res: Response) => Promise<void>) {
+export function handleAsync(fn: (req: Request, res: Response) => Promise<void>) {
   return (req: Request, res: Response, next: NextFunction) => {
     fn(req, res).catch(next);
   };

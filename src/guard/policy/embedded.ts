@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { scopeCovered } from '../../protocol/smart-scopes';
+import { ConfigError } from '../../config';
 import { allowedScopes } from './scopes';
 import type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput } from './types';
 
@@ -18,10 +19,10 @@ export function loadPolicyData(file: string): PolicyData {
   const data = JSON.parse(fs.readFileSync(file, 'utf8')) as PolicyData;
   const list = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string');
   if (!list(data.professions) || !list(data.posture_types) || !Array.isArray(data.products) || !list(data.audiences)) {
-    throw new Error(`POLICY_FILE ${file}: professions, posture_types, products and audiences must be arrays`);
+    throw new ConfigError('POLICY_FILE', `${file}: professions, posture_types, products and audiences must be arrays`);
   }
-  if (!data.scopes || !list(data.scopes.requestor) || !list(data.scopes.owner)) throw new Error(`POLICY_FILE ${file}: scopes.requestor and scopes.owner must be arrays`);
-  if (!data.token_ttl || !(data.token_ttl.access_token > 0) || !(data.token_ttl.refresh_token > 0)) throw new Error(`POLICY_FILE ${file}: token_ttl needs positive access_token and refresh_token`);
+  if (!data.scopes || !list(data.scopes.requestor) || !list(data.scopes.owner)) throw new ConfigError('POLICY_FILE', `${file}: scopes.requestor and scopes.owner must be arrays`);
+  if (!data.token_ttl || !(data.token_ttl.access_token > 0) || !(data.token_ttl.refresh_token > 0)) throw new ConfigError('POLICY_FILE', `${file}: token_ttl needs positive access_token and refresh_token`);
   return data;
 }
 

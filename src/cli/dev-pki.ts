@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { createDevPki, writeDevPki } from './pki/dev-pki';
+import { createDevPki, writeDevPki } from '../guard';
 
 /** `terminus dev-pki DIR` (CONTRACT section 1): a card CA and P-256 + brainpoolP256r1 institution cards as PEM. */
 export async function runDevPki(args: string[]): Promise<number> {

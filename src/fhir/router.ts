@@ -1,0 +1,145 @@
+import crypto from 'node:crypto';
+import { Router, type NextFunction, type Request, type Response } from 'express';
+import type { Resource } from '@medplum/fhirtypes';
+import type { AppContext } from '../context';
+import type { Jobs } from '../jobs';
+import { Repository, type WriteInterceptor } from '../store';
+import { BODY_LIMIT, fhirBodyText, parsedBody } from './body';
+import { FHIR_JSON, FHIR_XML, FhirFormatError, MalformedUrl, negotiateFormat, parseJson, pathSegments, queryPairs, toXml } from '../model';
+import { handle } from './interactions';
+import { issue, notSupported, OperationOutcomeError, outcome } from '../shared/outcomes';
+import type { FhirEnv, FhirRequest, RequestIdentity } from './request';
+import { fhirOperations, fhirRequestJob, FHIR_REQUEST_JOB } from './operations';
+import { fhirBaseUrl } from '../config';
+
+
+/**
+ * The FHIR layer of one application: its repository runs `interceptors` on every write; its
+ * asynchronous requests run on `jobs` (the FHIR request job kind is defined there).
+ */
+export function fhirEnv(ctx: AppContext, parts: { interceptors: readonly WriteInterceptor[]; jobs: Jobs }): FhirEnv {
+  const baseUrl = fhirBaseUrl(ctx.config);
+  const env: FhirEnv = { ctx, baseUrl, origin: 'rest', repo: new Repository(ctx.db, baseUrl, ctx.now, parts.interceptors), operations: fhirOperations(), jobs: parts.jobs };
+  parts.jobs.define(FHIR_REQUEST_JOB, fhirRequestJob(env));
+  return env;
+}
+
+/**
+ * HTTP adapter of the FHIR layer: body and format handling around `handle`, and the one place a
+ * thrown error becomes an OperationOutcome (unknown errors: 500 with a correlation id, stack in
+ * the log only).
+ */
+export function fhirRouter(ctx: AppContext, env: FhirEnv): Router {
+  const router = Router();
+  router.use(fhirBodyText());
+  router.use(async (req: Request, res: Response, next: NextFunction) => {
+    const query = queryPairs(req.originalUrl);
+    const format = negotiateFormat(req.header('accept'), query.find(([n]) => n === '_format')?.[1]);
+    res.locals.fhirFormat = format ?? 'json';
+    try {
+      if (!format) throw new OperationOutcomeError(406, [issue('not-supported', 'Accept: only application/fhir+json and application/fhir+xml are served')]);
+      const fhirReq = toFhirRequest(req, query, res.locals.identity as RequestIdentity | undefined);
+      refuseConditionalCreate(fhirReq.headers.ifNoneExist);
+      const result = await handle(fhirReq, env);
+      for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
+      send(res, result.status, result.body);
+    } catch (err) {
+      next(err);
+    }
+  });
+  router.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const known = toOutcomeError(err);
+    if (known) {
+      for (const [k, v] of Object.entries(known.headers)) res.setHeader(k, v);
+      send(res, known.status, known.outcome);
+      return;
+    }
+    const correlationId = (res.locals.requestId as string) ?? crypto.randomUUID();
+    ctx.logger.error({ err, requestId: correlationId, path: req.path }, 'unhandled error in FHIR request');
+    send(res, 500, outcome([issue('exception', `Unexpected error; correlation id ${correlationId}`)]));
+  });
+  return router;
+}
+
+/**
+ * FHIRPath of a body-level problem (not JSON, not XML, not an object): the whole resource. A
+ * client can then tell a broken body from a broken element the same way for every 400.
+ */
+const WHOLE_BODY = '$this';
+
+function toOutcomeError(err: unknown): OperationOutcomeError | undefined {
+  if (err instanceof OperationOutcomeError) return err;
+  if (err instanceof FhirFormatError) {
+    const expression = err.expression ?? (err.status === 400 && !(err instanceof MalformedUrl) ? WHOLE_BODY : undefined);
+    return new OperationOutcomeError(err.status, [issue(err.code as 'structure', err.message, expression)]);
+  }
+  // body-parser: payload too large (charset and UTF-8 are checked in body.ts)
+  const status = (err as { status?: number; type?: string })?.status;
+  if (status === 413) return new OperationOutcomeError(413, [issue('too-costly', `Request body larger than ${BODY_LIMIT}`)]);
+  if (status === 415) return new OperationOutcomeError(415, [issue('not-supported', 'Unsupported request body encoding')]);
+  if (status === 400) return new OperationOutcomeError(400, [issue('structure', 'Malformed request body', WHOLE_BODY)]);
+  return undefined;
+}
+
+function send(res: Response, status: number, body?: Resource): void {
+  res.status(status);
+  if (!body) {
+    res.end();
+    return;
+  }
+  if (res.locals.fhirFormat === 'xml') {
+    res.setHeader('Content-Type', FHIR_XML);
+    // A Buffer keeps our Content-Type as written (res.send lower-cases the charset of strings).
+    res.send(Buffer.from(toXml(body), 'utf8'));
+  } else {
+    res.setHeader('Content-Type', FHIR_JSON);
+    res.send(Buffer.from(JSON.stringify(body), 'utf8'));
+  }
+}
+
+
+function toFhirRequest(req: Request, query: [string, string][], identity?: RequestIdentity): FhirRequest {
+  const contentType = req.header('content-type');
+  const text = typeof req.body === 'string' ? req.body : '';
+  let body: unknown;
+  let pairs = query;
+  if (text.trim() !== '') {
+    if (contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded')) {
+      // POST [type]/_search: form parameters join the URL's.
+      pairs = [...query, ...new URLSearchParams(text).entries()];
+    } else if (contentType?.toLowerCase().startsWith('application/json-patch+json')) {
+      body = parseJsonPatch(text);
+    } else {
+      body = parsedBody(req, contentType, text);
+    }
+  }
+  return {
+    method: req.method,
+    path: pathSegments(req.path),
+    query: pairs,
+    body,
+    contentType,
+    headers: {
+      ifMatch: req.header('if-match'),
+      ifNoneExist: req.header('if-none-exist'),
+      prefer: req.header('prefer'),
+    },
+    identity,
+  };
+}
+
+/**
+ * Conditional create is not offered (the CapabilityStatement says conditionalCreate false): a
+ * client relying on If-None-Exist for idempotency must hear so, not get a second resource.
+ */
+function refuseConditionalCreate(ifNoneExist: string | undefined): void {
+  if (ifNoneExist !== undefined) throw notSupported('If-None-Exist (conditional create) is not supported by this server');
+}
+
+function parseJsonPatch(text: string): unknown {
+  try {
+    return parseJson(text);
+  } catch (err) {
+    throw new OperationOutcomeError(400, [issue('structure', `JSON Patch body: ${(err as Error).message}`, WHOLE_BODY)]);
+  }
+}

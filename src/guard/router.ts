@@ -1,0 +1,188 @@
+import express, { Router, type Request, type Response } from 'express';
+import type { AppContext } from '../context';
+import { defaultPostureVerifiers, type PostureVerifier } from './attestation';
+import { authorizationServerMetadata, newestStableMajor, protectedResourceMetadata } from './authserver/discovery';
+import type { GuardDeps } from './authserver/deps';
+import { registerClient, type RegistrationVerifier } from './authserver/registration/register-client';
+import { revokeEndpoint } from './authserver/revoke';
+import { tokenEndpoint, type EndpointRequest } from './authserver/token-endpoint';
+import { ERROR_REGISTRY, InvalidRequest, RateLimitExceeded } from './errors';
+import { clientIp, guardErrorHandler, handleAsync, sendCachedJson, sendGuardError } from './http/respond';
+import { SigningKeys } from './keys/signing-keys';
+import { loadCardTrustAnchors } from './pki/card-trust';
+import { createPolicyEngine, loadPolicyData, type PolicyEngine } from './policy';
+import { endpoints, guardSettings, type GuardSettings } from './settings';
+import { issueNonce } from './state/nonce-store';
+import { hitRateLimit, rateLimitHeaders } from './state/rate-limit';
+import { sharedState, type SharedState } from './state/shared-state';
+import { RevokedSessions } from './state/revoked-sessions';
+import { AccessTokenVerifier } from './authserver/tokens/verify-access-token';
+import { pepSettings } from './pep/settings';
+import { versionEntries, versionGate, type ApiVersion } from './versions';
+
+
+/** Exact SemVer of the guard API served by this instance (seed 000 section 9). */
+export const API_VERSION = '1.0.0';
+
+/** Majors this instance knows; a deprecated one gets a Warning header, a shut-down one 410. */
+export const API_VERSIONS: ApiVersion[] = [{ major: 1, version: API_VERSION, status: 'stable' }];
+
+export interface GuardOptions {
+  settings?: Partial<GuardSettings>;
+  policyEngine?: PolicyEngine;
+  versions?: ApiVersion[];
+  postureVerifiers?: Map<string, PostureVerifier>;
+  registrationVerifiers?: Map<string, RegistrationVerifier>;
+  /** The application's shared guard state (app.ts chooses it once); by default one of its own. */
+  state?: SharedState;
+  /** The application's session liveness, shared with its enforcement point; by default one of its own. */
+  sessions?: RevokedSessions;
+}
+
+/** Discovery documents and the authorization server under /svc/v{major} (issue 5, seed 000 section 9). */
+export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router {
+  const versions = options.versions ?? API_VERSIONS;
+  const deps = composeGuard(ctx, { ...options, versions });
+  const { settings } = deps;
+  const forMajor = depsPerMajor(deps, versions);
+  const asMetadata = authorizationServerMetadata(settings, deps.urls, deps.policyData, versions);
+  const prMetadata = protectedResourceMetadata(settings, deps.urls, deps.policyData, versions);
+  const router = Router();
+  const limited = (name: string) => rateLimitPerIp(deps, name);
+
+  router.get('/.well-known/oauth-authorization-server', limited('discovery'), (req, res) => {
+    sendCachedJson(req, res, asMetadata, settings.discoveryMaxAgeSec);
+  });
+  router.get(['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/fhir'], limited('discovery'), (req, res) => {
+    sendCachedJson(req, res, prMetadata, settings.discoveryMaxAgeSec);
+  });
+
+  const v = Router({ mergeParams: true });
+  // The per-IP limit comes first: 404 (unknown major), 410 (shut down) and 405 carry x-rate-limit-* too.
+  router.use('/svc/v:major', rateLimitPerIp(deps, (req) => ENDPOINT_BUCKETS[req.path.replace(/\/+$/, '')] ?? 'svc'), versionGate(versions), v);
+  v.get('/authorize', (_req, _res, next) => {
+    next(new InvalidRequest('this server has no authorization-code flow: clients obtain tokens by token exchange at the token_endpoint'));
+  });
+  v.get('/', (_req, res) => {
+    res.json({ api_versions_supported: versionEntries(versions, settings.issuer), ...deps.urls });
+  });
+  v.get('/errors', (req, res) => {
+    sendCachedJson(req, res, { errors: ERROR_REGISTRY }, settings.discoveryMaxAgeSec);
+  });
+  v.get(
+    '/jwks',
+    handleAsync(async (req, res) => sendCachedJson(req, res, await deps.keys.jwks(), settings.jwksMaxAgeSec)),
+  );
+  v.get(
+    '/nonce',
+    handleAsync(async (_req, res) => {
+      const n = await issueNonce(deps.state, ctx.now(), settings.nonceTtlSec);
+      res.setHeader('Cache-Control', 'no-store');
+      res.json({ nonce: n.nonce, expires_in: n.expiresIn });
+    }),
+  );
+  v.post(
+    '/register',
+    express.json({ limit: '64kb', type: () => true, strict: false }),
+    handleAsync(async (req, res) => {
+      if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
+      const record = await registerClient(ctx, settings, req.body, deps.registrationVerifiers);
+      res.setHeader('Cache-Control', 'no-store');
+      res.status(201).json(record);
+    }),
+  );
+  v.post(
+    '/token',
+    express.text({ limit: '64kb', type: () => true }),
+    handleAsync(async (req, res) => {
+      const tokens = await tokenEndpoint(forMajor(res), endpointRequest(req));
+      res.setHeader('Cache-Control', 'no-store');
+      res.json(tokens);
+    }),
+  );
+  v.post(
+    '/revoke',
+    express.text({ limit: '64kb', type: () => true }),
+    handleAsync(async (req, res) => {
+      await revokeEndpoint(forMajor(res), endpointRequest(req));
+      res.setHeader('Cache-Control', 'no-store');
+      res.status(200).end();
+    }),
+  );
+  v.all(['/nonce', '/register', '/token', '/revoke', '/jwks', '/authorize'], (_req, res) => {
+    res.setHeader('Allow', ['/nonce', '/jwks', '/authorize'].includes(_req.path) ? 'GET' : 'POST');
+    sendGuardError(res, settings.issuer, new InvalidRequest('method not allowed', { status: 405 }));
+  });
+  router.use(guardErrorHandler(settings.issuer));
+  return router;
+}
+
+/** Builds the AS's dependencies once per app. */
+export function composeGuard(ctx: AppContext, options: GuardOptions = {}): GuardDeps {
+  const settings = guardSettings(ctx.config, options.settings);
+  const policyData = loadPolicyData(ctx.config.policyFile);
+  // At start: a bad CARD_TRUST_ANCHORS stops the process, and the dev-PKI warning is logged once.
+  const anchors = loadCardTrustAnchors(ctx);
+  if (ctx.config.tpmEkTrustAnchors) {
+    // Read and checked as a PEM file at start, but no verifier uses it yet: say so rather than imply TPM clients are accepted.
+    ctx.logger.warn('TPM_EK_TRUST_ANCHORS is set, but this version has no TPM attestation: TPM registrations are refused');
+  }
+  const keys = new SigningKeys(ctx, settings);
+  const sessions = options.sessions ?? new RevokedSessions(ctx.db);
+  return {
+    ctx,
+    settings,
+    // Discovery advertises the newest stable major; requests under another major get its URLs (depsPerMajor).
+    urls: endpoints(settings.issuer, newestStableMajor(options.versions ?? API_VERSIONS)),
+    keys,
+    policyData,
+    policy: options.policyEngine ?? createPolicyEngine(ctx.config, policyData, settings.policyTimeoutMs),
+    anchors: () => anchors,
+    postureVerifiers: options.postureVerifiers ?? defaultPostureVerifiers(),
+    registrationVerifiers: options.registrationVerifiers ?? new Map(),
+    state: options.state ?? sharedState(ctx),
+    sessions,
+    accessTokens: new AccessTokenVerifier(keys, pepSettings(ctx.config), ctx.now, sessions),
+  };
+}
+
+/** Bucket of the per-IP limit for a path under /svc/v{major}; the JWKS shares the discovery bucket. */
+const ENDPOINT_BUCKETS: Record<string, string> = { '/nonce': 'nonce', '/register': 'register', '/token': 'token', '/revoke': 'revoke', '/jwks': 'discovery' };
+
+/**
+ * The deps of a request under /svc/v{major}: `htu` of DPoP proofs, `aud` of client assertions and
+ * subject tokens name the endpoint the client called, in the major it chose (seed 000 section 9.2).
+ */
+function depsPerMajor(deps: GuardDeps, versions: ApiVersion[]): (res: Response) => GuardDeps {
+  const byMajor = new Map<number, GuardDeps>(versions.map((v) => [v.major, { ...deps, urls: endpoints(deps.settings.issuer, v.major) }]));
+  return (res) => byMajor.get(res.locals.apiMajor as number) ?? deps;
+}
+
+function endpointRequest(req: Request): EndpointRequest {
+  return {
+    isForm: req.is('application/x-www-form-urlencoded') === 'application/x-www-form-urlencoded',
+    body: typeof req.body === 'string' ? req.body : '',
+    dpop: req.headersDistinct.dpop,
+    authorization: req.headers.authorization,
+    ip: clientIp(req),
+  };
+}
+
+/**
+ * Per-IP, per-endpoint limit (issue 5 point 10) with `x-rate-limit-*` on every response; 429
+ * `rate_limit_exceeded` with Retry-After (seed 000 section 8).
+ */
+function rateLimitPerIp(deps: GuardDeps, bucket: string | ((req: Request) => string)) {
+  return (req: Request, res: Response, next: (err?: unknown) => void) => {
+    const name = typeof bucket === 'string' ? bucket : bucket(req);
+    hitRateLimit(deps.state, `${name}:ip:${clientIp(req)}`, deps.settings.rateLimit.perIp, deps.ctx.now()).then((r) => {
+      for (const [k, v] of Object.entries(rateLimitHeaders(r))) res.setHeader(k, v);
+      if (r.allowed) return next();
+      next(new RateLimitExceeded('too many requests from this address'));
+    }, (err: unknown) => {
+      // Fail open: an unreachable counter store must not take the guard down with it.
+      deps.ctx.logger.warn({ err }, 'guard: rate-limit counter unavailable, request admitted');
+      next();
+    });
+  };
+}
