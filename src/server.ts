@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { AddressInfo } from 'node:net';
-import { composeTerminus } from './app';
+import { composeTerminus, type Terminus } from './app';
 import { ConfigError, fhirBaseUrl, type Config } from './config';
 import type { AppContext } from './context';
 import { createLogger, type Logger } from './logger';
@@ -127,12 +127,13 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
 export async function startServer(config: Config, ctx?: AppContext): Promise<RunningServer> {
   const context = ctx ?? (await createContext(config));
   let server: http.Server | undefined;
-  const terminus = composeTerminus(context);
+  let terminus: Terminus | undefined;
   let started = false;
   try {
     // Index the R4 definitions now rather than on the first write (about a second).
     preloadValidation();
     if (config.demoData) await loadDemoData(context);
+    terminus = composeTerminus(context);
     server = http.createServer(terminus.app);
     answerClientErrors(server);
     await listen(server, config);
@@ -141,11 +142,12 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
     await terminus.start();
   } catch (err) {
     server?.close();
-    if (started) await withTimeout(terminus.stop(), SHUTDOWN_STEP_MS, 'jobs did not stop').catch(() => undefined);
+    if (started && terminus) await withTimeout(terminus.stop(), SHUTDOWN_STEP_MS, 'jobs did not stop').catch(() => undefined);
     if (!ctx) await closeContext(context);
     throw err;
   }
   const listening = server;
+  const running = terminus;
   const { port } = listening.address() as AddressInfo;
   const url = `http://${config.host}:${port}`;
   let closing: Promise<void> | undefined;
@@ -160,8 +162,8 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
           listening.closeIdleConnections();
         });
         // With Redis gone, BullMQ waits for it forever: shutdown must still complete.
-        await withTimeout(terminus.subscriptions.stop(), SHUTDOWN_STEP_MS, 'subscriptions did not stop').catch((err) => context.logger.warn({ err: errorText(err) }, 'shutdown'));
-        await withTimeout(terminus.jobs.stop(), SHUTDOWN_STEP_MS, 'jobs did not stop').catch((err) => context.logger.warn({ err: errorText(err) }, 'shutdown'));
+        await withTimeout(running.subscriptions.stop(), SHUTDOWN_STEP_MS, 'subscriptions did not stop').catch((err) => context.logger.warn({ err: errorText(err) }, 'shutdown'));
+        await withTimeout(running.jobs.stop(), SHUTDOWN_STEP_MS, 'jobs did not stop').catch((err) => context.logger.warn({ err: errorText(err) }, 'shutdown'));
         await closeContext(context);
       })();
       return closing;

@@ -1,6 +1,7 @@
 import type { AccessScope, Repository } from '../store';
 import { ownerForWrite, type Writer } from '../shared/owner';
 import type { Origin } from './outbox';
+import { bookingTables, type BookingTables } from './tables';
 
 /** Who acts on the booking (CONTRACT section 4). */
 export interface Actor {
@@ -17,6 +18,8 @@ export interface Actor {
  */
 export interface BookingContext {
   repo: Repository;
+  /** The booking's own tables, on the same transaction. */
+  tables: BookingTables;
   actor: Actor;
   now: Date;
 }
@@ -29,7 +32,7 @@ export function actorOf(writer?: Writer): Actor {
 
 /** The context of a booking step for `writer` on `repo` (bound to the caller's transaction). */
 export function bookingContext(repo: Repository, writer?: Writer): BookingContext {
-  return { repo: repo.actingAs('booking', writer), actor: actorOf(writer), now: repo.now() };
+  return { repo: repo.actingAs('booking', writer), tables: bookingTables(repo.db), actor: actorOf(writer), now: repo.now() };
 }
 
 /** Owner of a resource of `type` the booking creates (CONTRACT section 4). */

@@ -10,8 +10,7 @@ import { checkActiveParticipants, resolvePatientParameter, withPatientParticipan
 import { checkProposal } from './proposal';
 import { referencedId } from '../shared/references';
 import { releaseHolds } from './release';
-import { reserve } from './reservations';
-import { lockSlots, slotIdsOverlapping, writeSlot, type SlotView } from './slots';
+import { lockSlots, writeSlot, type SlotView } from './slots';
 import { BOOKING_CONFIRMATION_URL, EXTERNAL_TAG, holdsTime, REPLACES_URL } from './status';
 import { covers, instant, overlaps, type Window } from './time';
 
@@ -79,7 +78,7 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
     ...(extension.length ? { extension } : {}),
   };
   const stored = (await repo.update(appointment, { owner: ownerOf(c.actor, 'Appointment') })).resource;
-  await reserve(repo.db, stored.id as string, scheduleWindows(slots, window), slots.map((s) => s.id));
+  await c.tables.reserve(stored.id as string, scheduleWindows(slots, window), slots.map((s) => s.id));
 
   if (rebooked?.resource) {
     await recordAppointmentChange(repo.db, { previous: rebooked.resource, next: stored, versionId: Number(stored.meta?.versionId), origin: originOf(c.actor), owner: rebooked.owner, at: c.now });
@@ -147,7 +146,7 @@ async function takeSlots(c: BookingContext, refs: Reference[], window: Window, s
  */
 async function findSlots(c: BookingContext, scheduleId: string | undefined, window: Window): Promise<SlotView[]> {
   if (!scheduleId) throw badRequest('Appointment.slot is missing and no schedule parameter names the calendar to book in', 'Appointment.slot', 'required');
-  const candidates = await slotIdsOverlapping(c.repo.db, scheduleId, window);
+  const candidates = await c.tables.slotsOverlapping(scheduleId, window);
   const locked = await lockSlots(c.repo, candidates);
   const inWindow = [...locked.values()].filter((v) => v.scheduleId === scheduleId && v.window && overlaps(v.window, window));
   const taken = inWindow.filter((v) => v.resource.status !== 'free');

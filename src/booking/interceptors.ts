@@ -7,7 +7,7 @@ import { recordAppointmentChange } from './outbox';
 import { checkActiveParticipants } from './patients';
 import { referencedId } from '../shared/references';
 import { releaseHolds } from './release';
-import { holderOf, reserve } from './reservations';
+import { bookingTables } from './tables';
 import { lockSlots, writeSlot } from './slots';
 import { holdsTime } from './status';
 import { epochMs, type Window } from './time';
@@ -85,7 +85,7 @@ async function holdFor(c: BookingContext, appointment: Appointment): Promise<voi
   const own: Window | undefined = start !== undefined && end !== undefined && start < end ? { start, end } : undefined;
   const windows = slots.filter((s) => s.scheduleId && (own || s.window)).map((s) => ({ scheduleId: s.scheduleId!, window: own ?? s.window! }));
   const bySchedule = new Map(windows.map((w) => [w.scheduleId, w]));
-  await reserve(c.repo.db, appointment.id as string, [...bySchedule.values()], slots.map((s) => s.id));
+  await c.tables.reserve(appointment.id as string, [...bySchedule.values()], slots.map((s) => s.id));
   for (const view of slots) {
     if (view.resource.status !== 'free') continue;
     const busy: Slot = { ...view.resource, status: 'busy' };
@@ -97,7 +97,7 @@ async function holdFor(c: BookingContext, appointment: Appointment): Promise<voi
 async function onSlotWrite(event: WriteEvent): Promise<void> {
   if (!event.previous) return;
   const previous = event.previous as Slot;
-  const holder = await holderOf(event.repo.db, previous.id as string);
+  const holder = await bookingTables(event.repo.db).holderOf(previous.id as string);
   if (!holder) return;
   const next = event.resource as Slot | undefined;
   const what = !next

@@ -1,5 +1,5 @@
 import type { Appointment } from '@medplum/fhirtypes';
-import type { Db } from '../store';
+import { appendEvent, type Db } from '../store';
 
 export type AppointmentEventType = 'appointment.updated' | 'appointment.cancelled';
 export type Origin = 'repository' | 'requestor';
@@ -16,7 +16,7 @@ export interface AppointmentChange {
   at: Date;
 }
 
-/** The event a change stands for (migrations/200_booking.sql documents the contract). */
+/** The event a change stands for (migrations/200_booking.sql documents the contract; the outbox is the store's). */
 export function eventOf(change: Pick<AppointmentChange, 'previous' | 'next'>): AppointmentEventType | undefined {
   const { previous, next } = change;
   if (!previous) return undefined;
@@ -30,9 +30,6 @@ export async function recordAppointmentChange(db: Db, change: AppointmentChange)
   const type = eventOf(change);
   if (!type) return undefined;
   const id = (change.next ?? change.previous)!.id as string;
-  await db.query(
-    'INSERT INTO booking_outbox (event_type, resource_id, version_id, origin, owner, occurred_at) VALUES ($1, $2, $3, $4, $5, $6)',
-    [type, id, change.versionId, change.origin, change.owner, change.at.toISOString()],
-  );
+  await appendEvent(db, { type, resourceType: 'Appointment', resourceId: id, versionId: change.versionId, origin: change.origin, owner: change.owner, occurredAt: change.at });
   return type;
 }

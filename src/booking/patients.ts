@@ -16,7 +16,7 @@ export async function resolvePatientParameter(c: BookingContext, patient: Patien
   const checked = validateResource(patient, { profiles: 'claimed' });
   if (!checked.ok) throw new OperationOutcomeError(checked.status, checked.issues.map((i) => ({ ...i, diagnostics: `patient: ${i.diagnostics ?? i.code}` })));
   const identifiers = (patient.identifier ?? []).filter((i) => i.system && i.value).map((i) => `${i.system}|${i.value}`);
-  await lockIdentifiers(c, identifiers);
+  await c.tables.lockIdentifiers(identifiers);
   for (const identifier of patient.identifier ?? []) {
     if (!identifier.system || !identifier.value) continue;
     const found = await c.repo.search(byIdentifier(`${identifier.system}|${identifier.value}`), c.actor.scope);
@@ -33,17 +33,6 @@ export async function resolvePatientParameter(c: BookingContext, patient: Patien
     meta: { ...(meta?.profile ? { profile: meta.profile } : {}), tag: tags.some((t) => t.system === EXTERNAL_TAG.system && t.code === EXTERNAL_TAG.code) ? tags : [...tags, { ...EXTERNAL_TAG }] },
   };
   return c.repo.create(tagged, { owner: ownerOf(c.actor, 'Patient') });
-}
-
-/**
- * Two bookings that bring the same new patient at once must not both create it: the search and the
- * create above run under a transaction-scoped advisory lock per identifier (sorted, so two
- * bookings with overlapping identifiers cannot deadlock), held until the booking commits.
- */
-async function lockIdentifiers(c: BookingContext, identifiers: string[]): Promise<void> {
-  for (const key of [...new Set(identifiers)].sort()) {
-    await c.repo.db.query("SELECT pg_advisory_xact_lock(hashtextextended('Patient.identifier|' || $1, 0))", [key]);
-  }
 }
 
 /**

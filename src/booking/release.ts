@@ -1,6 +1,5 @@
 import type { Slot } from '@medplum/fhirtypes';
 import type { BookingContext } from './actor';
-import { release } from './reservations';
 import { lockSlots, writeSlot } from './slots';
 
 /**
@@ -8,7 +7,7 @@ import { lockSlots, writeSlot } from './slots';
  * (in the caller's transaction, so a failed change keeps them held).
  */
 export async function releaseHolds(c: BookingContext, appointmentId: string): Promise<string[]> {
-  const slotIds = await release(c.repo.db, appointmentId);
+  const slotIds = await c.tables.release(appointmentId);
   const slots = await lockSlots(c.repo, slotIds);
   for (const view of slots.values()) {
     if (view.resource.status === 'free') continue;

@@ -1,8 +1,7 @@
 import type { Slot } from '@medplum/fhirtypes';
-import type { Db } from '../store';
 import type { Repository } from '../store';
 import { referencedId } from '../shared/references';
-import { epochMs, tstzrange, type Window } from './time';
+import { epochMs, type Window } from './time';
 
 /** A Slot as the booking sees it: the resource, its schedule and its time window. */
 export interface SlotView {
@@ -21,15 +20,6 @@ export function viewOf(slot: Slot): SlotView {
     scheduleId: referencedId(slot.schedule?.reference, 'Schedule'),
     window: start !== undefined && end !== undefined && start < end ? { start, end } : undefined,
   };
-}
-
-/** Ids of the schedule's slots overlapping the window, from the lookup table. */
-export async function slotIdsOverlapping(db: Db, scheduleId: string, window: Window): Promise<string[]> {
-  const { rows } = await db.query<{ slot_id: string }>(
-    'SELECT slot_id FROM booking_slot WHERE schedule_id = $1 AND during && $2::tstzrange ORDER BY slot_id',
-    [scheduleId, tstzrange(window)],
-  );
-  return rows.map((r) => r.slot_id);
 }
 
 /**

@@ -12,3 +12,4 @@ export * from './search/parameters';
 export * from './search/query';
 export * from './search/sql';
 export * from './write-interceptors';
+export * from './outbox';

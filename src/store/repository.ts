@@ -120,13 +120,10 @@ export class Repository {
     const row = await this.readRow(type, id);
     // Version ids are PostgreSQL integers: a larger number names no version (not a failed query).
     if (!row || !canSee(row.owner, scope) || !/^\d+$/.test(versionId) || Number(versionId) > MAX_VERSION_ID) throw notFound(type, `${id}/_history/${versionId}`);
-    const { rows } = await this.db.query<{ content: Resource; deleted: boolean }>(
-      'SELECT content, deleted FROM resource_version WHERE resource_type = $1 AND id = $2 AND version_id = $3',
-      [type, id, Number(versionId)],
-    );
-    if (!rows[0]) throw notFound(type, `${id}/_history/${versionId}`);
-    if (rows[0].deleted) throw gone(type, id);
-    return rows[0].content;
+    const version = await readVersion(this.db, type, id, Number(versionId));
+    if (!version) throw notFound(type, `${id}/_history/${versionId}`);
+    if (version.deleted) throw gone(type, id);
+    return version.resource;
   }
 
   /** Every version, newest first, with deletions marked. */
@@ -260,6 +257,15 @@ export class Repository {
       return fn(tx === this.db ? this : this.on(tx));
     });
   }
+}
+
+/** One stored version (a deletion's version is its marker), whoever owns it: for consumers of outbox events. */
+export async function readVersion(db: Db, type: string, id: string, versionId: number): Promise<{ resource: Resource; deleted: boolean } | undefined> {
+  const { rows } = await db.query<{ content: Resource; deleted: boolean }>(
+    'SELECT content, deleted FROM resource_version WHERE resource_type = $1 AND id = $2 AND version_id = $3',
+    [type, id, versionId],
+  );
+  return rows[0] && { resource: rows[0].content, deleted: rows[0].deleted };
 }
 
 /** RFC 9110 §13.1.1 with FHIR's weak ETags (R4 http.html#concurrency): `W/"n"`, `"n"` or `n`. */

@@ -56,6 +56,6 @@ export function findTopic(url: string | undefined): Topic | undefined {
 }
 
 /** Topics an outbox event triggers. */
-export function topicsFor(event: AppointmentEventType): Topic[] {
+export function topicsFor(event: string): Topic[] {
   return topics().filter((t) => t.outboxEvent === event);
 }

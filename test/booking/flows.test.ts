@@ -21,7 +21,7 @@ const post = (f: BookingFixture, body: unknown) => request(f.app).post('/fhir/Ap
 const slotStatus = async (f: BookingFixture, id: string) => (await request(f.app).get(`/fhir/Slot/${id}`)).body.status as string;
 const read = async (f: BookingFixture, type: string, id: string) => (await request(f.app).get(`/fhir/${type}/${id}`)).body;
 const events = async (f: BookingFixture, id: string) =>
-  (await f.ctx.db.query<{ event_type: string; version_id: number }>('SELECT event_type, version_id FROM booking_outbox WHERE resource_id = $1 ORDER BY id', [id])).rows;
+  (await f.ctx.db.query<{ event_type: string; version_id: number }>('SELECT event_type, version_id FROM outbox WHERE resource_id = $1 ORDER BY id', [id])).rows;
 
 describe('$book flows', () => {
   let f: BookingFixture;

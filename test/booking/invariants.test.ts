@@ -45,13 +45,13 @@ describe.each(stores)('booking invariants in the database (%s)', (_name, pglite)
   test('the outbox numbers events monotonically and starts them unprocessed', async () => {
     const add = () =>
       f.ctx.db.query<{ id: string }>(
-        "INSERT INTO booking_outbox (event_type, resource_id, version_id, origin, occurred_at) VALUES ('appointment.updated', 'a', 2, 'repository', now()) RETURNING id",
+        "INSERT INTO outbox (event_type, resource_type, resource_id, version_id, origin, occurred_at) VALUES ('appointment.updated', 'Appointment', 'a', 2, 'repository', now()) RETURNING id",
       );
     const first = BigInt((await add()).rows[0].id);
     const second = BigInt((await add()).rows[0].id);
     expect(second > first).toBe(true);
-    const { rows } = await f.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM booking_outbox WHERE processed_at IS NULL');
+    const { rows } = await f.ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM outbox WHERE processed_at IS NULL');
     expect(rows[0].n).toBeGreaterThanOrEqual(2);
-    expect(await stateOf(f.ctx.db.query("INSERT INTO booking_outbox (event_type, resource_id, version_id, origin, occurred_at) VALUES ('appointment.deleted', 'a', 1, 'repository', now())"))).toBe('23514');
+    expect(await stateOf(f.ctx.db.query("INSERT INTO outbox (event_type, resource_type, resource_id, version_id, origin, occurred_at) VALUES ('not an event name', 'Appointment', 'a', 1, 'repository', now())"))).toBe('23514');
   });
 });

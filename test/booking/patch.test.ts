@@ -54,7 +54,7 @@ const patchHttp = (f: BookingFixture, id: string, body: unknown, contentType = F
 
 async function outbox(f: BookingFixture, id: string): Promise<{ event_type: string; version_id: number; origin: string }[]> {
   const { rows } = await f.ctx.db.query<{ event_type: string; version_id: number; origin: string }>(
-    'SELECT event_type, version_id, origin FROM booking_outbox WHERE resource_id = $1 ORDER BY id',
+    'SELECT event_type, version_id, origin FROM outbox WHERE resource_id = $1 ORDER BY id',
     [id],
   );
   return rows;

@@ -1,0 +1,78 @@
+import { conflict } from '../shared/outcomes';
+import { SqlState, sqlState, type Db } from '../store';
+import { tstzrange, type Window } from './time';
+
+export interface ScheduleWindow {
+  scheduleId: string;
+  window: Window;
+}
+
+/**
+ * The booking's own tables (migrations/200_booking.sql), its only SQL: the holds of active
+ * appointments on slots and schedule windows, the slot lookup the database keeps in step with
+ * Slot writes, and per-identifier locks. Bound to the caller's transaction.
+ */
+export interface BookingTables {
+  /**
+   * Records an active appointment's hold on its slots and schedule windows. The table constraints
+   * (unique slot, exclusion on the schedule's time ranges) reject a concurrent overlapping booking
+   * even when every application-level check passed: the loser answers 409.
+   */
+  reserve(appointmentId: string, windows: ScheduleWindow[], slotIds: string[]): Promise<void>;
+  /** Drops an appointment's holds; returns the slot ids it held. */
+  release(appointmentId: string): Promise<string[]>;
+  /** The appointment holding a slot, if any. */
+  holderOf(slotId: string): Promise<string | undefined>;
+  /** Ids of the schedule's slots overlapping the window, in id order. */
+  slotsOverlapping(scheduleId: string, window: Window): Promise<string[]>;
+  /**
+   * Transaction-scoped locks per patient identifier (sorted, so two bookings with overlapping
+   * identifiers cannot deadlock): two bookings bringing the same new patient do not both create it.
+   */
+  lockIdentifiers(identifiers: string[]): Promise<void>;
+}
+
+export function bookingTables(db: Db): BookingTables {
+  return {
+    async reserve(appointmentId, windows, slotIds) {
+      try {
+        for (const w of windows) {
+          await db.query('INSERT INTO booking_reservation (appointment_id, schedule_id, during) VALUES ($1, $2, $3::tstzrange)', [
+            appointmentId,
+            w.scheduleId,
+            tstzrange(w.window),
+          ]);
+        }
+        for (const slotId of [...new Set(slotIds)]) {
+          await db.query('INSERT INTO booking_slot_hold (slot_id, appointment_id) VALUES ($1, $2)', [slotId, appointmentId]);
+        }
+      } catch (err) {
+        const state = sqlState(err);
+        if (state === SqlState.exclusionViolation) throw conflict('The requested time is already booked in this schedule', 'Appointment.start');
+        if (state === SqlState.uniqueViolation) throw conflict('The requested slot is already booked', 'Appointment.slot');
+        throw err;
+      }
+    },
+    async release(appointmentId) {
+      await db.query('DELETE FROM booking_reservation WHERE appointment_id = $1', [appointmentId]);
+      const { rows } = await db.query<{ slot_id: string }>('DELETE FROM booking_slot_hold WHERE appointment_id = $1 RETURNING slot_id', [appointmentId]);
+      return rows.map((r) => r.slot_id);
+    },
+    async holderOf(slotId) {
+      const { rows } = await db.query<{ appointment_id: string }>('SELECT appointment_id FROM booking_slot_hold WHERE slot_id = $1', [slotId]);
+      return rows[0]?.appointment_id;
+    },
+    async slotsOverlapping(scheduleId, window) {
+      const { rows } = await db.query<{ slot_id: string }>(
+        'SELECT slot_id FROM booking_slot WHERE schedule_id = $1 AND during && $2::tstzrange ORDER BY slot_id',
+        [scheduleId, tstzrange(window)],
+      );
+      return rows.map((r) => r.slot_id);
+    },
+    async lockIdentifiers(identifiers) {
+      for (const key of [...new Set(identifiers)].sort()) {
+        await db.query("SELECT pg_advisory_xact_lock(hashtextextended('Patient.identifier|' || $1, 0))", [key]);
+      }
+    },
+  };
+}
