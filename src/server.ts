@@ -252,7 +252,7 @@ export function answerClientErrors(server: http.Server): void {
 }
 
 /** Demo calendars on first start: only into an empty store, so a restart never duplicates them. */
-export async function loadDemoData(ctx: AppContext): Promise<void> {
+async function loadDemoData(ctx: AppContext): Promise<void> {
   const { rows } = await ctx.db.query('SELECT 1 FROM resource LIMIT 1');
   if (rows.length > 0) return;
   // The demo set is validated by its own tests (test/store/demo.test.ts); bulk loading keeps the

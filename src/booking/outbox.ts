@@ -17,7 +17,7 @@ export interface AppointmentChange {
 }
 
 /** The event a change stands for (migrations/200_booking.sql documents the contract; the outbox is the store's). */
-export function eventOf(change: Pick<AppointmentChange, 'previous' | 'next'>): AppointmentEventType | undefined {
+function eventOf(change: Pick<AppointmentChange, 'previous' | 'next'>): AppointmentEventType | undefined {
   const { previous, next } = change;
   if (!previous) return undefined;
   if (!next) return previous.status === 'cancelled' ? undefined : 'appointment.cancelled';

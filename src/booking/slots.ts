@@ -11,7 +11,7 @@ export interface SlotView {
   window?: Window;
 }
 
-export function viewOf(slot: Slot): SlotView {
+function viewOf(slot: Slot): SlotView {
   const start = epochMs(slot.start);
   const end = epochMs(slot.end);
   return {

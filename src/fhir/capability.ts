@@ -8,7 +8,7 @@ import { addSubscriptionCapabilities } from '../subscriptions';
 const ISIK_CS = 'https://gematik.de/fhir/isik/CapabilityStatement';
 
 /** ISiK role canonicals this server implements (scheduling.md 1.7: all of them in `instantiates`). */
-export const INSTANTIATES = [
+const INSTANTIATES = [
   `${ISIK_CS}/ISiKCapabilityStatementTerminRepositoryAkteur`,
   `${ISIK_CS}/ISiKCapabilityStatementTerminRepositoryRolle`,
   `${ISIK_CS}/ISiKCapabilityStatementTerminologieRolle`,

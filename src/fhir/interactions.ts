@@ -105,7 +105,7 @@ export async function handle(req: FhirRequest, env: FhirEnv, r: Route = route(re
   }
 }
 
-export function versionHeaders(resource: Resource): Record<string, string> {
+function versionHeaders(resource: Resource): Record<string, string> {
   const headers: Record<string, string> = {};
   if (resource.meta?.versionId) headers.ETag = `W/"${resource.meta.versionId}"`;
   if (resource.meta?.lastUpdated) headers['Last-Modified'] = new Date(resource.meta.lastUpdated).toUTCString();

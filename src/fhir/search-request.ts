@@ -10,8 +10,8 @@ export interface ParsedSearch {
   warnings: OperationOutcomeIssue[];
 }
 
-export const DEFAULT_COUNT = 50;
-export const MAX_COUNT = 1000;
+const DEFAULT_COUNT = 50;
+const MAX_COUNT = 1000;
 
 /** Result parameters that shape the response rather than filter it. */
 const MAX_OFFSET = 2_147_483_647;
@@ -142,7 +142,7 @@ function splitModifier(name: string): [string, string | undefined] {
 }
 
 /** Values are comma-separated (OR); `\,` is a literal comma. */
-export function splitValues(value: string): string[] {
+function splitValues(value: string): string[] {
   const out: string[] = [];
   let current = '';
   for (let i = 0; i < value.length; i++) {

@@ -21,7 +21,7 @@ function applyIsikRules(type: string, pairs: [string, string][], now: Date): [st
   return pairs;
 }
 
-export function parseFhirSearch(type: string, req: FhirRequest, now: Date): ParsedSearch {
+function parseFhirSearch(type: string, req: FhirRequest, now: Date): ParsedSearch {
   const strict = preferHeader(req).handling === 'strict';
   return parseSearch(type, applyIsikRules(type, req.query, now), strict);
 }

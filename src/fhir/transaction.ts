@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { Bundle, BundleEntry, Resource } from '@medplum/fhirtypes';
 import { pathSegments } from '../model';
 import { handle, route } from './interactions';
-import { badRequest, notSupported, OperationOutcomeError, outcome, issue } from '../shared/outcomes';
+import { badRequest, notSupported, OperationOutcomeError } from '../shared/outcomes';
 import type { FhirEnv, FhirRequest, FhirResponse } from './request';
 
 /** R4 Bundle.entry.request.method, required binding http-verb. */
@@ -148,5 +148,3 @@ function resolveLocalReferences<T extends Resource>(resource: T, localIds: Map<s
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
-
-export const bundleOutcome = (message: string) => outcome([issue('informational', message, undefined, 'information')]);

@@ -48,5 +48,3 @@ export const conflict = (diagnostics: string, expression?: string | string[]) =>
 export const preconditionFailed = (diagnostics: string) => new OperationOutcomeError(412, [issue('conflict', diagnostics)]);
 export const notSupported = (diagnostics: string, status = 400) => new OperationOutcomeError(status, [issue('not-supported', diagnostics)]);
 export const forbidden = (diagnostics: string) => new OperationOutcomeError(403, [issue('forbidden', diagnostics)]);
-
-export const allOk = (diagnostics = 'All OK'): OperationOutcome => outcome([issue('informational', diagnostics, undefined, 'information')]);

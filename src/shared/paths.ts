@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 /** The package root (where package.json lives), both from src/ (ts) and dist/src/ (js). */
-export const PROJECT_ROOT = findRoot(__dirname);
+const PROJECT_ROOT = findRoot(__dirname);
 
 function findRoot(start: string): string {
   let dir = start;

@@ -17,5 +17,3 @@ export function referencedId(reference: string | undefined, type: string): strin
   const parsed = parseReference(reference);
   return parsed?.type === type ? parsed.id : undefined;
 }
-
-export const referenceTo = (type: string, id: string): string => `${type}/${id}`;

@@ -112,7 +112,7 @@ export class DataDirInUse extends Error {
  * process on the same directory (an import behind a running server's back) corrupts it. A lock
  * file created exclusively holds our pid; a lock left by a dead process is taken over.
  */
-export function lockDataDir(dataDir: string): () => void {
+function lockDataDir(dataDir: string): () => void {
   const file = path.join(dataDir, 'terminus.lock');
   for (let attempt = 0; ; attempt++) {
     try {

@@ -36,7 +36,7 @@ export const BOOKING_CONFIRMATION_URL = 'http://terminus.local/fhir/StructureDef
 export const DEMO_HORIZON_DAYS = 30;
 
 /** Opening hours are wall-clock times of the practice. */
-export const PRACTICE_TIME_ZONE = 'Europe/Berlin';
+const PRACTICE_TIME_ZONE = 'Europe/Berlin';
 
 const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';
 const SERVICE_TYPE = 'http://terminology.hl7.org/CodeSystem/service-type';

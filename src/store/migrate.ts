@@ -3,7 +3,7 @@ import path from 'node:path';
 import { projectPath } from '../shared/paths';
 import type { Db } from './db';
 
-export const MIGRATIONS_DIR = projectPath('migrations');
+const MIGRATIONS_DIR = projectPath('migrations');
 
 /**
  * Applies migrations/NNN_name.sql in name order, each once, each in its own transaction.

@@ -40,7 +40,7 @@ export function maskChannelHeader(h: ChannelHeader): string {
   return `${h.name}: ${scheme}${MASK}${tail}`;
 }
 
-export function isMasked(line: string): boolean {
+function isMasked(line: string): boolean {
   return line.includes(MASK);
 }
 

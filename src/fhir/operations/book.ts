@@ -9,7 +9,7 @@ import { startAsync } from './async';
 import type { Operation } from './registry';
 
 /** ISiK Terminplanung 6.0.0 `$book` (scheduling.md 1.5), the definition the CapabilityStatement cites. */
-export const BOOK_DEFINITION = {
+const BOOK_DEFINITION = {
   resourceType: 'OperationDefinition',
   url: 'https://gematik.de/fhir/isik/OperationDefinition/AppointmentBook',
   version: '6.0.0',
@@ -69,7 +69,7 @@ async function bookHandler(req: FhirRequest, env: FhirEnv): Promise<FhirResponse
 }
 
 /** Body: a bare Appointment (ISiK: SOLL when it is the only parameter) or `Parameters`. */
-export function parseBookRequest(body: unknown): BookInput {
+function parseBookRequest(body: unknown): BookInput {
   const resource = body as Resource | undefined;
   if (!resource || typeof resource !== 'object' || Array.isArray(resource)) throw badRequest('$book needs an Appointment or a Parameters body', undefined, 'structure');
   if (resource.resourceType === 'Appointment') return { appointment: resource as Appointment };

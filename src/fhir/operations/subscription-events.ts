@@ -26,7 +26,7 @@ const definition = {
 } as const satisfies OperationDefinition;
 
 /** Events one `$events` call returns at most; a client pages with eventsSinceNumber. */
-export const MAX_EVENTS = 500;
+const MAX_EVENTS = 500;
 
 /**
  * `$events` (backport IG Operations, ISiK point 7): the stored events of one Subscription between

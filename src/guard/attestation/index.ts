@@ -4,7 +4,7 @@ import type { GuardSettings } from '../settings';
 import { softwarePostureVerifier } from './software/verify-software-posture';
 
 /** `client_statement.platform` values (gematik client-statement.yaml). */
-export const PLATFORMS = ['android', 'apple', 'windows', 'linux', 'other'] as const;
+const PLATFORMS = ['android', 'apple', 'windows', 'linux', 'other'] as const;
 
 export interface ClientStatement {
   sub: string;

@@ -91,7 +91,7 @@ export function accessTokenHash(accessToken: string): string {
  * RFC 9449 §4.3 step 9 with RFC 3986 §6.2.2/6.2.3 normalization: scheme and host lower-cased,
  * default port dropped, query and fragment ignored. Undefined when not an absolute http(s) URL.
  */
-export function normalizeHtu(value: string): string | undefined {
+function normalizeHtu(value: string): string | undefined {
   let u: URL;
   try {
     u = new URL(value);

@@ -6,7 +6,7 @@ import { DPOP_ALGS } from '../dpop/verify-dpop-proof';
  * the resource always carries the DPoP challenge (RFC 9449 §7.1, RFC 6750 §3): with the error
  * code, except when the request carried no credentials at all (RFC 6750 §3.1).
  */
-export function dpopChallenge(code?: string, params: Record<string, string> = {}): string {
+function dpopChallenge(code?: string, params: Record<string, string> = {}): string {
   const attrs = [...(code ? [`error="${code}"`] : []), ...Object.entries(params).map(([k, v]) => `${k}="${v}"`), `algs="${DPOP_ALGS.join(' ')}"`];
   return `DPoP ${attrs.join(', ')}`;
 }

@@ -7,7 +7,7 @@ import type { PepSettings } from './settings';
 export const USER_INFO = 'svc-user-info';
 export const CLIENT_DATA = 'svc-client-data';
 export const POPP_CONTENT = 'svc-popp-token-content';
-export const IDENTITY_HEADERS = [USER_INFO, CLIENT_DATA, POPP_CONTENT] as const;
+const IDENTITY_HEADERS = [USER_INFO, CLIENT_DATA, POPP_CONTENT] as const;
 
 /** A client must never set these itself (A_25669-01): removed before anything else looks at the request. */
 export function stripIdentityHeaders(headers: IncomingHttpHeaders): void {

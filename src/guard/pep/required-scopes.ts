@@ -44,7 +44,7 @@ export function requiredScopes(reach: Reach, more: { polled?: Reach } = {}): Sco
  * transaction or batch needs what its entries need (`requiredScopes`), and async polling what
  * the polled request needs: neither is known from the route, so alone they need everything.
  */
-export function scopesFor(r: Route): ScopeNeed[] {
+function scopesFor(r: Route): ScopeNeed[] {
   switch (r.interaction) {
     case 'capabilities':
       return [];

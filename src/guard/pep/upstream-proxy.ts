@@ -59,7 +59,7 @@ export function upstreamProxy(ctx: AppContext, settings: PepSettings) {
 }
 
 /** RFC 7239 §4: `for=…;host=…;proto=…;by=…` appended to what earlier proxies wrote; values that are not tokens are quoted. */
-export function appendForwarded(existing: string | undefined, element: Record<string, string>): string {
+function appendForwarded(existing: string | undefined, element: Record<string, string>): string {
   const pairs = Object.entries(element).map(([k, v]) => {
     const value = k === 'for' && v.includes(':') ? `[${v}]` : v;
     return `${k}=${/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(value) ? value : `"${value.replace(/(["\\])/g, '\\$1')}"`}`;

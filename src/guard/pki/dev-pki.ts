@@ -42,7 +42,7 @@ export interface CardSpec {
 }
 
 const DAY = 86_400_000;
-export const DEV_CARDS: CardSpec[] = [
+const DEV_CARDS: CardSpec[] = [
   { telematikId: '1-2-DEV-PRAXIS-P256', commonName: 'Praxis Dr. Dev (P-256)', organizationName: 'Praxis Dr. Dev', curve: 'P-256' },
   { telematikId: '1-2-DEV-PRAXIS-BP256', commonName: 'Praxis Dr. Dev (brainpool)', organizationName: 'Praxis Dr. Dev', curve: 'brainpoolP256r1' },
 ];
@@ -126,7 +126,7 @@ export function writeDevPki(dir: string, pki: DevPki): string[] {
   return written;
 }
 
-export function readDevPki(dir: string): DevPki | undefined {
+function readDevPki(dir: string): DevPki | undefined {
   const list = path.join(dir, 'cards.json');
   if (!fs.existsSync(list) || !fs.existsSync(path.join(dir, FILES.caKey))) return undefined;
   const entries = JSON.parse(fs.readFileSync(list, 'utf8')) as { cert: string; key: string; curve: CardCurve; telematikId: string; professionOid: string }[];

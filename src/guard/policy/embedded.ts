@@ -5,7 +5,7 @@ import { allowedScopes } from './scopes';
 import type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput } from './types';
 
 /** Reasons worded like the gematik Rego policies (reference/access-guard.md 2.7). */
-export const REASONS = {
+const REASONS = {
   profession: 'User profession is not allowed',
   product: 'Client product or version is not allowed',
   posture: 'Client posture type is not allowed',

@@ -30,7 +30,7 @@ export function opaPolicyEngine(baseUrl: string, timeoutMs: number): PolicyEngin
 }
 
 /** Accepts `result` as an object (reasons as array, map reason->true, or string) or a bare boolean (as Keycloak does). */
-export function parseDecision(body: unknown): PolicyDecision {
+function parseDecision(body: unknown): PolicyDecision {
   const result = typeof body === 'object' && body !== null ? (body as { result?: unknown }).result : undefined;
   if (typeof result === 'boolean') return { allow: result, reasons: result ? [] : ['denied by policy'] };
   if (typeof result !== 'object' || result === null || typeof (result as { allow?: unknown }).allow !== 'boolean') {

@@ -7,7 +7,7 @@ export interface IssuedNonce {
 }
 
 /** 128 random bits, base64url (seed 000 2.2; gemSpec A_28144). */
-export function newNonceValue(): string {
+function newNonceValue(): string {
   return crypto.randomBytes(16).toString('base64url');
 }
 

@@ -32,7 +32,7 @@ interface Frame {
  * One linear pass over text JSON.parse accepted, without recursion: the parser has checked the
  * syntax, so this only tracks containers, keys and strings.
  */
-export function checkJsonText(text: string, root = '$this'): void {
+function checkJsonText(text: string, root = '$this'): void {
   const stack: Frame[] = [];
   let i = 0;
   while (i < text.length) {

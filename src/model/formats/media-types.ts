@@ -17,7 +17,7 @@ export function mimeTypesOf(format: FhirFormat): readonly string[] {
 }
 
 /** `application/fhir+xml; charset=UTF-8` -> `application/fhir+xml` (lower case, no parameters). */
-export function essenceOf(mediaType: string): string {
+function essenceOf(mediaType: string): string {
   return (mediaType.split(';')[0] ?? '').trim().toLowerCase();
 }
 

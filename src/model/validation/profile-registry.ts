@@ -14,7 +14,7 @@ interface Registry {
 
 let registry: Registry | undefined;
 
-export const PROFILES_DIR = projectPath('fhir-profiles');
+const PROFILES_DIR = projectPath('fhir-profiles');
 
 function load(): Registry {
   const reg: Registry = { profiles: new Map(), valueSets: new Map(), codeSystems: new Map() };

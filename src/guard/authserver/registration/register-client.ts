@@ -7,7 +7,7 @@ import { deleteExpiredPendingClients, insertClient, type ClientRecord } from '..
 import { SUPPORTED_GRANT_TYPES } from '../../../protocol/oauth';
 
 /** attestation_type values of seed 4.4. */
-export const ATTESTATION_TYPES = ['software', 'tpm', 'platform_a', 'platform_b', 'svc_attestation_token'] as const;
+const ATTESTATION_TYPES = ['software', 'tpm', 'platform_a', 'platform_b', 'svc_attestation_token'] as const;
 
 /**
  * Registration-time proof for one attestation_type (TPM credential activation, platform

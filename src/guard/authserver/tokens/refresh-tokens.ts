@@ -25,11 +25,11 @@ export interface RefreshTokenRecord {
 }
 
 /** Opaque 256-bit token; only its SHA-256 is stored. */
-export function newRefreshTokenValue(): string {
+function newRefreshTokenValue(): string {
   return crypto.randomBytes(32).toString('base64url');
 }
 
-export function refreshTokenHash(token: string): string {
+function refreshTokenHash(token: string): string {
   return crypto.createHash('sha256').update(token).digest('base64url');
 }
 

@@ -16,7 +16,7 @@ export interface TokenResponse {
   issued_token_type: typeof TOKEN_TYPE_ACCESS_TOKEN;
 }
 
-export function ttlsOf(deps: GuardDeps, decision: PolicyDecision): { accessTtl: number; refreshTtl: number } {
+function ttlsOf(deps: GuardDeps, decision: PolicyDecision): { accessTtl: number; refreshTtl: number } {
   return {
     accessTtl: decision.ttl?.access_token ?? deps.settings.accessTokenTtlSec,
     refreshTtl: decision.ttl?.refresh_token ?? deps.settings.refreshTokenTtlSec,

@@ -4,7 +4,7 @@ import { decodeCompactJws, MalformedJws } from '../../jose/compact-jws';
 import type { PepSettings } from '../settings';
 import type { PoppJwks } from './popp-jwks';
 
-export const POPP_TYP = 'vnd.telematik.popp+jwt';
+const POPP_TYP = 'vnd.telematik.popp+jwt';
 
 export interface VerifiedPopp {
   /** The payload exactly as signed (forwarded verbatim in svc-popp-token-content). */
@@ -89,7 +89,7 @@ function timeIsValid(name: string, value: unknown, now: number, settings: PepSet
 }
 
 /** Start (Unix seconds, UTC) of the calendar quarter containing t. */
-export function quarterStart(t: number): number {
+function quarterStart(t: number): number {
   const d = new Date(t * 1000);
   return Date.UTC(d.getUTCFullYear(), Math.floor(d.getUTCMonth() / 3) * 3, 1) / 1000;
 }
