@@ -5,13 +5,10 @@ import { composeTerminus, type Terminus } from './app';
 import { ConfigError, fhirBaseUrl, type Config } from './config';
 import type { AppContext } from './context';
 import { createLogger, type Logger } from './logger';
-import { DataDirInUse, openDb, type Db } from './store/db';
-import { migrate } from './store/migrate';
-import { Repository } from './store';
+import { DataDirInUse, demoResources, migrate, openDb, Repository, type Db } from './store';
 import { issue, outcome } from './shared/outcomes';
 import { API_VERSION } from './guard';
-import { preloadValidation } from './model/validation';
-import { demoResources } from './store/demo';
+import { preloadValidation } from './model';
 
 export interface RunningServer {
   ctx: AppContext;
@@ -253,11 +250,11 @@ export function answerClientErrors(server: http.Server): void {
 
 /** Demo calendars on first start: only into an empty store, so a restart never duplicates them. */
 async function loadDemoData(ctx: AppContext): Promise<void> {
-  const { rows } = await ctx.db.query('SELECT 1 FROM resource LIMIT 1');
-  if (rows.length > 0) return;
+  const repo = new Repository(ctx.db, fhirBaseUrl(ctx.config), ctx.now);
+  if (!(await repo.isEmpty())) return;
   // The demo set is validated by its own tests (test/store/demo.test.ts); bulk loading keeps the
   // first start fast on PGlite.
   const resources = demoResources(ctx.now());
-  await new Repository(ctx.db, fhirBaseUrl(ctx.config), ctx.now).bulkLoad(resources);
+  await repo.bulkLoad(resources);
   ctx.logger.info({ resources: resources.length }, 'demo data loaded into the empty store');
 }

@@ -207,6 +207,12 @@ export class Repository {
     }
   }
 
+  /** True when no resource was ever stored (demo data goes only into an empty store). */
+  async isEmpty(): Promise<boolean> {
+    const { rows } = await this.db.query('SELECT 1 FROM resource LIMIT 1');
+    return rows.length === 0;
+  }
+
   search(request: SearchRequest, scope?: AccessScope): Promise<SearchResult> {
     return executeSearch(this.db, request, { scope, now: this.now(), baseUrl: this.baseUrl });
   }

@@ -69,6 +69,14 @@ function toChannel(r: Row): Channel {
   };
 }
 
+/**
+ * Hands the sealed channel headers of the Subscription being written to the mirror trigger
+ * (migrations/300_subscriptions.sql), for this transaction only: the resource shows them masked.
+ */
+export async function stageSealedHeaders(db: Db, sealed: string): Promise<void> {
+  await db.query("SELECT set_config('terminus.subscription_headers', $1, true)", [sealed]);
+}
+
 export async function readChannel(db: Db, id: string): Promise<Channel | undefined> {
   const { rows } = await db.query<Row>(`SELECT ${COLUMNS} FROM subscription_channel WHERE id = $1 AND NOT deleted`, [id]);
   return rows[0] && toChannel(rows[0]);

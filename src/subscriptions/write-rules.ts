@@ -4,7 +4,7 @@ import type { WriteEvent } from '../store';
 import type { KeyEncryption } from '../shared/key-encryption';
 import { EXT, PAYLOAD_TYPES } from './backport';
 import { ChannelHeaderError, maskChannelHeader, openHeaders, resolveHeaders, sealHeaders, type ChannelHeader } from './channel-headers';
-import { readChannel } from './channel-store';
+import { readChannel, stageSealedHeaders } from './channel-store';
 import { endpointProblem } from './endpoint-policy';
 import * as refuse from './errors';
 import { FilterCriteriaError, parseFilterCriteria } from './filter-criteria';
@@ -39,7 +39,7 @@ export async function onSubscriptionWrite(ctx: AppContext, kek: KeyEncryption, e
   sub.status = nextStatus(sub, previous, JSON.stringify(headers) !== JSON.stringify(before));
   // What the resource shows from now on; the real values go to the mirror trigger, sealed.
   if (headers.length) sub.channel.header = headers.map(maskChannelHeader);
-  await event.repo.db.query("SELECT set_config('terminus.subscription_headers', $1, true)", [sealHeaders(kek, headers)]);
+  await stageSealedHeaders(event.repo.db, sealHeaders(kek, headers));
 }
 
 /** The stored headers in clear; none when the key that sealed them is gone (the client then sends them in clear). */
