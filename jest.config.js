@@ -1,8 +1,8 @@
 /**
  * With DATABASE_URL set (CI: `.ci/run`), the suite runs once per store combination a deployment
  * can choose, in one Jest run: PostgreSQL + Redis, PostgreSQL alone (guard state, queues and
- * counters in PostgreSQL), and the embedded defaults (PGlite, in-process queues and counters).
- * Without DATABASE_URL only the embedded project runs.
+ * counters in PostgreSQL), the embedded defaults (PGlite, in-process queues and counters), and
+ * PGlite + Redis (when REDIS_URL is set). Without DATABASE_URL only the embedded project runs.
  */
 const project = (displayName, setupFiles) => ({
   displayName,
@@ -19,7 +19,12 @@ const embedded = project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/
 /** @type {import('jest').Config} */
 module.exports = {
   projects: process.env.DATABASE_URL
-    ? [project('postgres', ['<rootDir>/test/setup-env.ts']), project('postgres-no-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-postgres-no-redis.ts']), embedded]
+    ? [
+        project('postgres', ['<rootDir>/test/setup-env.ts']),
+        project('postgres-no-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-postgres-no-redis.ts']),
+        embedded,
+        ...(process.env.REDIS_URL ? [project('embedded-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded-redis.ts'])] : []),
+      ]
     : [embedded],
   testTimeout: 60000,
   maxWorkers: 2,
