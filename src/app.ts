@@ -143,7 +143,7 @@ function requestContext(ctx: AppContext) {
     const path = req.path;
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      // The path only: query strings may carry identifiers (CONTRACT: no identities in clear).
+      // The path only: query strings may carry identifiers (no identities in clear).
       ctx.logger.info(
         { requestId, method: req.method, path, status: res.statusCode, ms: Math.round(ms * 10) / 10, client: res.locals.clientHash },
         'request',

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { projectPath } from './shared/paths';
 
 /**
- * The only place that reads process.env (CONTRACT section 2). Every knob has one default,
+ * The only place that reads process.env. Every knob has one default,
  * written here once. A bad value throws ConfigError naming the variable; main.ts prints that one
  * line and exits.
  */
@@ -129,7 +129,7 @@ export function loadConfig(env: Env = process.env): Config {
     demoData: parseBool(env, 'DEMO_DATA', env.NODE_ENV !== 'production' && !databaseUrl),
     upstreamUrl,
     guardKeySecret,
-    // CONTRACT section 7: at least 20 requests/s per client IP on each guard endpoint.
+    // At least 20 requests/s per client IP on each guard endpoint.
     rateLimitPerIp: parsePositiveInt(env, 'RATE_LIMIT_PER_IP', 3000),
     rateLimitPerClient: parsePositiveInt(env, 'RATE_LIMIT_PER_CLIENT', 600),
     guardEnforcement,

@@ -57,7 +57,7 @@ async function serve(config: Config): Promise<number> {
 }
 
 /**
- * CONTRACT 2: bad configuration stops the process with one line naming the variable
+ * Bad configuration stops the process with one line naming the variable
  * (`terminus: PORT: ...`, exit 2); any other failure with one line, exit 1. The process exits
  * explicitly: a client library's reconnect timer must not keep a failed or stopped one alive.
  */

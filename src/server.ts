@@ -225,8 +225,8 @@ function errorText(err: unknown): string {
 /**
  * What Node refuses before the app sees a request (request line plus headers over
  * --max-http-header-size, 16 KB by default; a malformed request line) gets an OperationOutcome
- * instead of Node's bare status line (CONTRACT 3: coded errors, SVC-API-Version everywhere).
- * A search too long for a URL belongs in `POST [type]/_search` (security.md 6 row 43).
+ * instead of Node's bare status line (coded errors, SVC-API-Version everywhere).
+ * A search too long for a URL belongs in `POST [type]/_search`.
  */
 export function answerClientErrors(server: http.Server): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {

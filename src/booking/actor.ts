@@ -3,7 +3,7 @@ import { ownerForWrite, type Writer } from '../shared/owner';
 import type { Origin } from './outbox';
 import { bookingTables, type BookingTables } from './tables';
 
-/** Who acts on the booking (CONTRACT section 4). */
+/** Who acts on the booking. */
 export interface Actor {
   /** Telematik-ID of the requesting institution; undefined: the repository itself. */
   institution?: string;
@@ -35,6 +35,6 @@ export function bookingContext(repo: Repository, writer?: Writer): BookingContex
   return { repo: repo.actingAs('booking', writer), tables: bookingTables(repo.db), actor: actorOf(writer), now: repo.now() };
 }
 
-/** Owner of a resource of `type` the booking creates (CONTRACT section 4). */
+/** Owner of a resource of `type` the booking creates. */
 export const ownerOf = (actor: Actor, type: string): string | null => ownerForWrite(type, { institution: actor.institution, isOwner: actor.isRepository });
 export const originOf = (actor: Actor): Origin => (actor.isRepository ? 'repository' : 'requestor');

@@ -14,7 +14,7 @@ import { lockSlots, writeSlot, type SlotView } from './slots';
 import { BOOKING_CONFIRMATION_URL, EXTERNAL_TAG, holdsTime, REPLACES_URL } from './status';
 import { covers, instant, overlaps, type Window } from './time';
 
-/** The inputs of ISiK 6.0.0 `Appointment/$book` (scheduling.md 1.5). */
+/** The inputs of ISiK Terminplanung 6.0.0 `Appointment/$book`. */
 export interface BookInput {
   appointment: Appointment;
   /** id of the appointment this booking replaces (cancelled in the same transaction). */

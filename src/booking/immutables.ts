@@ -3,7 +3,7 @@ import { referencedId } from '../shared/references';
 import { epochMs } from './time';
 
 /**
- * ISiK Terminplanung 6.0.0 (seed 001 section 4 rule 5): these elements MUST NOT be changed by an
+ * ISiK Terminplanung 6.0.0: these elements MUST NOT be changed by an
  * update; a new time goes through $book with the same id. Equal values (also instants written
  * differently for the same moment, references written differently to the same resource) are no
  * change.

@@ -35,7 +35,7 @@ async function onAppointmentWrite(event: WriteEvent): Promise<void> {
   const willHold = holdsTime(next);
 
   if (previous && next) {
-    // ISiK 6.0.0 (seed 001 rule 5): 400 with a coded issue naming the element.
+    // ISiK 6.0.0: 400 with a coded issue naming the element.
     const changed = changedImmutables(previous, next);
     if (changed.length) {
       throw new OperationOutcomeError(

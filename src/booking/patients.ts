@@ -58,7 +58,7 @@ export function withPatientParticipant(appointment: Appointment, given: Patient,
 /**
  * Participants that take no bookings unless they exist and are active (coded alike: missing,
  * deleted or invisible `not-found`, inactive `business-rule`, both 422). Seed 001 rule 6 for
- * patients, also later for provisionally created ones; issue 3 point 1 for HealthcareServices
+ * patients, also later for provisionally created ones; the same for HealthcareServices
  * named in the appointment (those behind its Schedule are checked with the Schedule).
  */
 export async function checkActiveParticipants(c: BookingContext, participants: AppointmentParticipant[], type: 'Patient' | 'HealthcareService'): Promise<void> {

@@ -5,7 +5,7 @@ const HOLDING = new Set(['booked', 'pending', 'arrived', 'checked-in']);
 
 export const holdsTime = (a: Appointment | undefined): boolean => !!a && HOLDING.has(a.status);
 
-/** CONTRACT section 5: a Schedule with this extension books as `pending` (202). */
+/** A Schedule with this extension books as `pending` (202): the practice confirms each booking. */
 export const BOOKING_CONFIRMATION_URL = 'http://terminus.local/fhir/StructureDefinition/booking-confirmation';
 
 /** ISiK 6.0.0 $book: the new appointment of a rescheduling points to the one it replaces. */

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { createDevPki, writeDevPki } from '../guard';
 
-/** `terminus dev-pki DIR` (CONTRACT section 1): a card CA and P-256 + brainpoolP256r1 institution cards as PEM. */
+/** `terminus dev-pki DIR`: a card CA and P-256 + brainpoolP256r1 institution cards as PEM. */
 export async function runDevPki(args: string[]): Promise<number> {
   const dir = args[0];
   if (!dir || args.length > 1) {

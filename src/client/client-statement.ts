@@ -10,7 +10,7 @@ export interface ProductInfo {
 
 export const DEFAULT_PRODUCT: ProductInfo = { product_id: 'terminus-client', product_version: '0.1.0' };
 
-/** `client_statement` of a software client (seed 000 2.4; gematik posture-software.yaml). */
+/** `client_statement` of a software client (gematik posture-software.yaml). */
 export function softwareClientStatement(o: {
   clientId: string;
   clientKey: EcKey;

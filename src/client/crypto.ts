@@ -59,7 +59,7 @@ export interface ClientAssertionOptions {
   claims?: Record<string, unknown>;
 }
 
-/** private_key_jwt assertion (seed 000 2.4, RFC 7523): iss = sub = client_id, aud, exp, iat, jti. */
+/** private_key_jwt assertion (RFC 7523): iss = sub = client_id, aud, exp, iat, jti. */
 export async function createClientAssertion(key: EcKey, o: ClientAssertionOptions): Promise<string> {
   const now = o.now ?? Math.floor(Date.now() / 1000);
   const claims: Record<string, unknown> = {

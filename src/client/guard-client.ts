@@ -4,7 +4,7 @@ import { createSubjectToken, type SoftwareCard } from './software-card';
 import { fetchTransport, type HttpRequest, type HttpResponse, type HttpTransport } from './transport';
 import { CLIENT_ASSERTION_TYPE_JWT as JWT_BEARER, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE as TOKEN_EXCHANGE, TOKEN_TYPE_JWT } from '../protocol/oauth';
 
-/** Discovery data is cached about a day (seed 000 section 8). */
+/** Discovery data is cached about a day. */
 const DISCOVERY_TTL_MS = 24 * 3600 * 1000;
 
 export interface Discovery {
@@ -32,7 +32,7 @@ export interface TokenSet {
   raw: Record<string, unknown>;
 }
 
-/** A guard answered with an error object (seed 000 2.9). */
+/** A guard answered with an error object. */
 export class GuardClientError extends Error {
   constructor(
     readonly status: number,
@@ -65,7 +65,7 @@ export interface GuardClientOptions {
 }
 
 /**
- * The client side of the access guard (issue 5 point 12): discovery, registration, nonce, subject
+ * The client side of the access guard: discovery, registration, nonce, subject
  * token from a software card, client assertion with client statement, DPoP proofs, token exchange,
  * refresh and revocation. Stateless about storage: the reference CLI persists clientKey, clientId
  * and tokens around it.
@@ -100,7 +100,7 @@ export class GuardClient {
     return this.discovery;
   }
 
-  /** Dynamic client registration of the software type (seed 000 4.4). */
+  /** Dynamic client registration of the software type. */
   async register(): Promise<Record<string, unknown>> {
     const d = await this.discover();
     this.clientKey ??= await generateEcKey();
@@ -200,7 +200,7 @@ export class GuardClient {
     }).then(() => this.tokens!);
   }
 
-  /** Refresh (seed 000 4.6 path B): assertion without statement, proof with the session's DPoP key; rotates the refresh token. */
+  /** Refresh: assertion without statement, proof with the session's DPoP key; rotates the refresh token. */
   async refresh(): Promise<TokenSet> {
     if (!this.tokens || !this.dpopKey || !this.clientId || !this.clientKey) throw new Error('no session to refresh');
     const refreshToken = this.tokens.refreshToken;

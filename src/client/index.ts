@@ -1,4 +1,4 @@
-/** The reference client library (CONTRACT 6): the CLI and the tests are built on it. */
+/** The reference client library: the CLI and the tests are built on it. */
 export { GuardClient, GuardClientError, type Discovery, type GuardClientOptions, type TokenSet } from './guard-client';
 export { SoftwareCard, createSubjectToken, type SubjectTokenOptions } from './software-card';
 export { softwareClientStatement, DEFAULT_PRODUCT, type ProductInfo } from './client-statement';

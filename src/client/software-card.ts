@@ -5,7 +5,7 @@ import { signCompactJws } from './crypto';
 
 /**
  * An institution card held in software (the dev PKI's PEM files): stands in for the connector's
- * ReadCardCertificate and ExternalAuthenticate (seed 000 4.9).
+ * ReadCardCertificate and ExternalAuthenticate.
  */
 export class SoftwareCard {
   readonly certificate: crypto.X509Certificate;
@@ -22,7 +22,7 @@ export class SoftwareCard {
     return ext ? parseAdmission(ext.extnValue.valueBlock.valueHexView) : undefined;
   }
 
-  /** ES256 for P-256, BP256R1 for brainpoolP256r1, PS256 for RSA (CONTRACT 4). */
+  /** ES256 for P-256, BP256R1 for brainpoolP256r1, PS256 for RSA. */
   get alg(): 'ES256' | 'BP256R1' | 'PS256' {
     if (this.key.asymmetricKeyType === 'rsa') return 'PS256';
     return this.key.asymmetricKeyDetails?.namedCurve === 'brainpoolP256r1' ? 'BP256R1' : 'ES256';
@@ -47,7 +47,7 @@ export interface SubjectTokenOptions {
   header?: Record<string, unknown>;
 }
 
-/** Subject token (seed 000 2.5). */
+/** Subject token. */
 export function createSubjectToken(card: SoftwareCard, o: SubjectTokenOptions): string {
   const now = o.now ?? Math.floor(Date.now() / 1000);
   return card.sign(

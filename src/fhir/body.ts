@@ -13,7 +13,7 @@ const undecodable = new WeakMap<Request, Error>();
 /**
  * Reads any request body as UTF-8 text, once: the FHIR adapter parses it by Content-Type, and the
  * enforcement point reads a transaction Bundle through the same parser first (the second call
- * then finds the body read and skips). CONTRACT 3: FHIR bodies are UTF-8; a FHIR body labelled
+ * then finds the body read and skips). FHIR bodies are UTF-8; a FHIR body labelled
  * with another charset is 415, bytes that are not UTF-8 are 400.
  */
 export function fhirBodyText(): RequestHandler {

@@ -7,7 +7,7 @@ import { addSubscriptionCapabilities } from '../subscriptions';
 
 const ISIK_CS = 'https://gematik.de/fhir/isik/CapabilityStatement';
 
-/** ISiK role canonicals this server implements (scheduling.md 1.7: all of them in `instantiates`). */
+/** ISiK role canonicals this server implements (ISiK Terminplanung 6.0.0: all of them in `instantiates`). */
 const INSTANTIATES = [
   `${ISIK_CS}/ISiKCapabilityStatementTerminRepositoryAkteur`,
   `${ISIK_CS}/ISiKCapabilityStatementTerminRepositoryRolle`,
@@ -15,7 +15,7 @@ const INSTANTIATES = [
   `${ISIK_CS}/ISiKCapabilityStatementStammdatenRolle`,
 ];
 
-/** Profiles each stored type is validated against (scheduling.md 1.1). */
+/** Profiles each stored type is validated against (ISiK Terminplanung 6.0.0). */
 const TYPE_PROFILES: Record<string, string> = {
   Appointment: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKTermin',
   Schedule: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKKalender',

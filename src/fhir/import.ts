@@ -8,7 +8,7 @@ import { processBundle } from './transaction';
 
 /**
  * Turns a Bundle (transaction, batch or collection) or a single resource into a transaction of
- * PUTs that keep the ids (CONTRACT section 1: `terminus import`). Entries without an id get one
+ * PUTs that keep the ids (`terminus import`). Entries without an id get one
  * from their `urn:uuid:` fullUrl so references between them keep working.
  */
 export function toImportTransaction(input: Resource): Bundle {

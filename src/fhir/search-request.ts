@@ -42,7 +42,7 @@ export function parseSearch(resourceType: string, pairs: [string, string][], str
     revinclude: [],
     totalOnly: false,
   };
-  // security.md 6 row 42: a sort or include the server cannot do is refused whatever the
+  // A sort or include the server cannot do is refused whatever the
   // handling; ignoring it would answer a differently ordered or shaped result than asked for.
   const unusable = (name: string, why: string) => {
     throw badRequest(`Unsupported search parameter ${name}: ${why}`, name, 'not-supported');

@@ -8,7 +8,7 @@ import { preferHeader, scopeOf, type FhirEnv, type FhirRequest, type RequestIden
 
 /**
  * ISiK search rules on top of generic FHIR search (ISiK Terminplanung CapabilityStatement,
- * scheduling.md 1.7): Slot `status` only together with `schedule` (else 422), and `schedule`
+ * ISiK Terminplanung 6.0.0): Slot `status` only together with `schedule` (else 422), and `schedule`
  * without `start` means from now on.
  */
 function applyIsikRules(type: string, pairs: [string, string][], now: Date): [string, string][] {

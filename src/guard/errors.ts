@@ -1,5 +1,5 @@
 /**
- * The guard's error vocabulary (seed 000 section 2.9 and 7): one class per wire error, each
+ * The guard's error vocabulary: one class per wire error, each
  * carrying its HTTP status and the `error` code that goes on the wire. Handlers throw these; one
  * place (http/respond.ts) turns them into `{error, error_description, error_uri}`.
  */

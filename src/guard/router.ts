@@ -21,7 +21,7 @@ import { pepSettings } from './pep/settings';
 import { versionEntries, versionGate, type ApiVersion } from './versions';
 
 
-/** Exact SemVer of the guard API served by this instance (seed 000 section 9). */
+/** Exact SemVer of the guard API served by this instance. */
 export const API_VERSION = '1.0.0';
 
 /** Majors this instance knows; a deprecated one gets a Warning header, a shut-down one 410. */
@@ -39,7 +39,7 @@ export interface GuardOptions {
   sessions?: RevokedSessions;
 }
 
-/** Discovery documents and the authorization server under /svc/v{major} (issue 5, seed 000 section 9). */
+/** Discovery documents and the authorization server under /svc/v{major}. */
 export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router {
   const versions = options.versions ?? API_VERSIONS;
   const deps = composeGuard(ctx, { ...options, versions });
@@ -151,7 +151,7 @@ const ENDPOINT_BUCKETS: Record<string, string> = { '/nonce': 'nonce', '/register
 
 /**
  * The deps of a request under /svc/v{major}: `htu` of DPoP proofs, `aud` of client assertions and
- * subject tokens name the endpoint the client called, in the major it chose (seed 000 section 9.2).
+ * subject tokens name the endpoint the client called, in the major it chose.
  */
 function depsPerMajor(deps: GuardDeps, versions: ApiVersion[]): (res: Response) => GuardDeps {
   const byMajor = new Map<number, GuardDeps>(versions.map((v) => [v.major, { ...deps, urls: endpoints(deps.settings.issuer, v.major) }]));
@@ -169,8 +169,8 @@ function endpointRequest(req: Request): EndpointRequest {
 }
 
 /**
- * Per-IP, per-endpoint limit (issue 5 point 10) with `x-rate-limit-*` on every response; 429
- * `rate_limit_exceeded` with Retry-After (seed 000 section 8).
+ * Per-IP, per-endpoint limit with `x-rate-limit-*` on every response; 429
+ * `rate_limit_exceeded` with Retry-After.
  */
 function rateLimitPerIp(deps: GuardDeps, bucket: string | ((req: Request) => string)) {
   return (req: Request, res: Response, next: (err?: unknown) => void) => {

@@ -6,15 +6,15 @@ import { type Config, fhirBaseUrl } from '../config';
  */
 export interface GuardSettings {
   issuer: string;
-  /** `aud` of access tokens and `resource` of the protected-resource document (CONTRACT 7). */
+  /** `aud` of access tokens and `resource` of the protected-resource document. */
   resource: string;
   /** Nonce lifetime: 300 s (ZETA API "Token-Lebenszyklus"; zero-lab 5 min). */
   nonceTtlSec: number;
   /** DPoP proof acceptance window after `iat` (ngx-pep pep_dpop_validity 300 s). */
   dpopMaxAgeSec: number;
-  /** Clock skew tolerated for `iat`/`nbf` in the future (security.md 2 #14/#15: 8 s ok, > 60 s not). */
+  /** Clock skew tolerated for `iat`/`nbf` in the future (8 s ok, > 60 s not). */
   clockSkewSec: number;
-  /** Client assertions may not live longer than this (issue 5: `exp` within 5 min). */
+  /** Client assertions may not live longer than this (`exp` within 5 min). */
   assertionMaxLifetimeSec: number;
   /** A software client statement older than this is stale. */
   attestationMaxAgeSec: number;
@@ -57,7 +57,7 @@ export function guardSettings(config: Config, overrides: Partial<GuardSettings> 
   };
 }
 
-/** The guard's own endpoints live under /svc/v{major}/ (seed 000 section 9). */
+/** The guard's own endpoints live under /svc/v{major}/. */
 export function endpoints(issuer: string, major = 1) {
   const base = `${issuer}/svc/v${major}`;
   return {

@@ -10,7 +10,7 @@ export interface ApiVersion {
   status: ApiVersionStatus;
 }
 
-/** Entry of `api_versions_supported` (seed 000 2.3). */
+/** Entry of `api_versions_supported`. */
 export interface ApiVersionEntry {
   major_version: number;
   version: string;

@@ -20,7 +20,7 @@ export interface JobRecord {
   expiresAt: Date;
 }
 
-/** Results are kept this long after the request (issue 3: 24 h), then polls answer 404. */
+/** Results are kept this long after the request (24 h), then polls answer 404. */
 const RETENTION_MS = 24 * 60 * 60 * 1000;
 /** A running job not finished within its lease was abandoned by a crashed worker: run it again. */
 export const LEASE_MS = 60_000;

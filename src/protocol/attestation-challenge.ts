@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 /**
  * attestation_challenge = base64url(SHA-256(thumbprint bytes || nonce bytes)) where the
  * thumbprint is the RFC 7638 SHA-256 thumbprint of the client instance key and both values are
- * base64url-decoded to bytes first (ZETA SDK AttestationApi, seed 000 2.4).
+ * base64url-decoded to bytes first (ZETA SDK AttestationApi).
  */
 export function attestationChallenge(clientJkt: string, nonce: string): string {
   return crypto

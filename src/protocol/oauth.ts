@@ -4,5 +4,5 @@ export const GRANT_REFRESH_TOKEN = 'refresh_token';
 export const CLIENT_ASSERTION_TYPE_JWT = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 export const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
 export const TOKEN_TYPE_ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
-/** Grant types a software client may register (seed 2.1; authorization_code is the mobile flow, not served). */
+/** Grant types a software client may register (authorization_code is the mobile flow, not served here). */
 export const SUPPORTED_GRANT_TYPES = [GRANT_TOKEN_EXCHANGE, GRANT_REFRESH_TOKEN] as const;

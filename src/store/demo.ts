@@ -11,7 +11,7 @@ import type {
 } from '@medplum/fhirtypes';
 
 /**
- * The demo practice loaded into an empty embedded store (CONTRACT section 1: `npm start` serves
+ * The demo practice loaded into an empty embedded store (`npm start` serves
  * "demo calendars"): a group practice with a general-medicine and a neurology consultation
  * (two HealthcareServices), three doctors with one calendar each, free slots for the next 30 days
  * within opening hours, and the code systems that code the offered services. Everything is a
@@ -29,10 +29,10 @@ export function demoResources(now: Date): Resource[] {
   return resources;
 }
 
-/** CONTRACT section 5: a Schedule carrying this extension books as `pending` (HTTP 202). */
+/** A Schedule carrying this extension books as `pending` (HTTP 202). */
 export const BOOKING_CONFIRMATION_URL = 'http://terminus.local/fhir/StructureDefinition/booking-confirmation';
 
-/** Demo slots cover this many days from `now` (issue 2, point 6). */
+/** Demo slots cover this many days from `now`. */
 export const DEMO_HORIZON_DAYS = 30;
 
 /** Opening hours are wall-clock times of the practice. */

@@ -1,4 +1,4 @@
-/** Canonicals of the Subscriptions R5 Backport IG 1.1.0 and of ISiK 6 (scheduling.md 1.1, 1.2). */
+/** Canonicals of the Subscriptions R5 Backport IG 1.1.0 and of ISiK 6 (ISiK Terminplanung 6.0.0). */
 const BP = 'http://hl7.org/fhir/uv/subscriptions-backport';
 const ISIK_SD = 'https://gematik.de/fhir/isik/StructureDefinition';
 

@@ -1,7 +1,7 @@
 import net from 'node:net';
 
 /**
- * Where rest-hook notifications may go (CONTRACT section 7): `https` always; `http` only to the
+ * Where rest-hook notifications may go: `https` always; `http` only to the
  * loopback interface and only outside production (a receiver on the same machine in development).
  * In production an endpoint may not name this machine or a private network by address either
  * (the server would otherwise POST into networks its clients cannot reach); names are not

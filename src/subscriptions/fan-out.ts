@@ -72,7 +72,7 @@ async function numberOutboxEvent(ctx: AppContext, tx: Db, row: PendingEvent): Pr
 }
 
 /**
- * CONTRACT section 4: a Subscription hears about the appointments its institution may read: its
+ * A Subscription hears about the appointments its institution may read: its
  * own and the repository's; the subscriptions of repository owners and of the repository itself
  * (no owner) hear all.
  */

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { projectPath } from '../shared/paths';
 import type { AppointmentEventType } from '../booking';
 
-/** Links a topic to the booking outbox event it stands for (scheduling.md 3.3). */
+/** Links a topic to the booking outbox event it stands for (ISiK Terminplanung 6.0.0). */
 const OUTBOX_EVENT_EXT = 'http://terminus.local/fhir/StructureDefinition/outbox-event';
 
 export interface Topic {

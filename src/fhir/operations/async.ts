@@ -7,7 +7,7 @@ import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../r
 import type { Operation } from './registry';
 
 /**
- * FHIR asynchronous request pattern (scheduling.md 7; ISiK 6.0.0 async $book): the kick-off
+ * FHIR asynchronous request pattern (ISiK Terminplanung 6.0.0, asynchronous $book): the kick-off
  * answers 202 with an absolute Content-Location; polling it answers 202 while the job runs, then
  * the job's own status and body (the Appointment or the OperationOutcome), as the ISiK reference
  * mock does. DELETE cancels a queued job (or discards a result); afterwards the poll answers 404.
@@ -86,7 +86,7 @@ async function poll(req: FhirRequest, env: FhirEnv, id: string): Promise<FhirRes
 }
 
 /**
- * A finished pending booking also answers 202 (CONTRACT section 5), so "still running" is told by
+ * A finished pending booking also answers 202, so "still running" is told by
  * its headers and body, always all three: Retry-After, X-Progress and an OperationOutcome.
  */
 function running(id: string, state: string): FhirResponse {

@@ -8,7 +8,7 @@ import { written } from '../interactions';
 import { startAsync } from './async';
 import type { Operation } from './registry';
 
-/** ISiK Terminplanung 6.0.0 `$book` (scheduling.md 1.5), the definition the CapabilityStatement cites. */
+/** ISiK Terminplanung 6.0.0 `$book`, the definition the CapabilityStatement cites. */
 const BOOK_DEFINITION = {
   resourceType: 'OperationDefinition',
   url: 'https://gematik.de/fhir/isik/OperationDefinition/AppointmentBook',
@@ -104,7 +104,7 @@ function typed<T extends Resource>(byName: Map<string, ParametersParameter>, nam
   return p.resource as T;
 }
 
-/** CONTRACT section 7: valueUri or valueString with an id, `Appointment/id` or an absolute URL. */
+/** valueUri or valueString with an id, `Appointment/id` or an absolute URL. */
 function cancelledId(p: ParametersParameter | undefined): string | undefined {
   if (!p) return undefined;
   const raw = p.valueUri ?? p.valueString ?? p.valueId ?? p.valueReference?.reference;

@@ -4,7 +4,7 @@ import { ensureBaseDefinitions } from '../../model';
 import { malformed, unappliable } from './patch-error';
 
 /**
- * FHIRPath Patch (FHIR R4 fhirpatch.html; scheduling.md 7): `Parameters` with one `operation` per
+ * FHIRPath Patch (FHIR R4 fhirpatch.html; ISiK Terminplanung 6.0.0): `Parameters` with one `operation` per
  * step (add, insert, delete, replace, move), applied in order to a copy of the resource. Paths are
  * evaluated by medplum's FHIRPath engine; the engine's results are located in the resource by
  * object identity (complex values) or by position among the candidates (primitives).

@@ -11,7 +11,7 @@ export function applyJsonPatch<T>(document: T, patch: unknown): T {
   return doc as T;
 }
 
-/** Elements a PATCH may not touch: the store owns them (security.md 6 row 33). */
+/** Elements a PATCH may not touch: the store owns them. */
 const PROTECTED = ['/id', '/resourceType', '/meta/versionId', '/meta/lastUpdated'];
 
 /** JSON Patch of a FHIR resource: as applyJsonPatch, with id, type and version left alone. */

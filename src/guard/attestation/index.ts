@@ -54,7 +54,7 @@ export function defaultPostureVerifiers(): Map<string, PostureVerifier> {
 }
 
 /**
- * The client statement of a token exchange (seed 000 2.4): structure, binding to the client and
+ * The client statement of a token exchange: structure, binding to the client and
  * freshness here, the posture by the verifier for its `posture_type`. All failures are 400
  * `invalid_request` (ZETA UC06: empty statement, changed platform, wrong challenge, junk quote).
  */

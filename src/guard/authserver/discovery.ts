@@ -6,14 +6,14 @@ import { CLIENT_ASSERTION_ALGS } from './client-auth/verify-client-assertion';
 import { SUPPORTED_GRANT_TYPES } from '../../protocol/oauth';
 import { SUBJECT_TOKEN_ALGS } from './subject-token/verify-subject-token';
 
-/** RFC 8414 authorization-server metadata (seed 000 2.3 and CONTRACT 3). */
+/** RFC 8414 authorization-server metadata, with the ZETA members (api_versions_supported, ...). */
 export function authorizationServerMetadata(settings: GuardSettings, urls: ReturnType<typeof endpoints>, data: PolicyData, versions: ApiVersion[]) {
   // `urls` are those of the newest stable major; its base is also its documentation_uri.
   const base = `${settings.issuer}/svc/v${newestStableMajor(versions)}`;
   return {
     issuer: settings.issuer,
     // Seed 000 2.3 and ZETA as-well-known.yaml list it; it answers 400 invalid_request: no
-    // authorization-code flow here (software and TPM clients use token exchange, seed 000 4.6).
+    // authorization-code flow here (software and TPM clients use token exchange).
     authorization_endpoint: `${base}/authorize`,
     token_endpoint: urls.token,
     nonce_endpoint: urls.nonce,
@@ -44,7 +44,7 @@ export function newestStableMajor(versions: ApiVersion[]): number {
   return (served.find((v) => v.status === 'stable') ?? served[0])?.major ?? 1;
 }
 
-/** RFC 9728 protected-resource metadata for the FHIR base (CONTRACT 3). */
+/** RFC 9728 protected-resource metadata for the FHIR base. */
 export function protectedResourceMetadata(settings: GuardSettings, urls: ReturnType<typeof endpoints>, data: PolicyData, versions: ApiVersion[]) {
   return {
     resource: settings.resource,

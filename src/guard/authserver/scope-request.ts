@@ -2,8 +2,8 @@ import { InvalidScope } from '../errors';
 import { allowedScopes, type PolicyData } from '../policy';
 
 /**
- * The scopes asked for: the `scope` parameter, or the role's defaults when absent (seed 4.6,
- * CONTRACT 4). Whether they are allowed is the policy's decision.
+ * The scopes asked for: the `scope` parameter, or the role's defaults when absent (requestor
+ * scopes, plus the owner scopes for REPOSITORY_OWNERS). Whether they are allowed is the policy's decision.
  */
 export function requestedScopes(params: Map<string, string>, data: PolicyData, repositoryOwner: boolean): string[] {
   const raw = params.get('scope');

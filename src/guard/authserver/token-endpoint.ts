@@ -20,7 +20,7 @@ export interface EndpointRequest {
 }
 
 /**
- * POST /token (seed 000 4.6, issue 5 point 5): form parameters, then the DPoP proof (with a fresh
+ * POST /token: form parameters, then the DPoP proof (with a fresh
  * nonce for token exchange), then client authentication, then the grant.
  */
 export async function tokenEndpoint(deps: GuardDeps, req: EndpointRequest): Promise<TokenResponse> {
@@ -73,7 +73,7 @@ async function dpopNonceIsFresh(deps: GuardDeps, proof: VerifiedDpopProof, requi
   });
 }
 
-/** private_key_jwt, then the per-client rate limit (issue 5 point 10). */
+/** private_key_jwt, then the per-client rate limit. */
 export async function authenticateClient(deps: GuardDeps, params: Map<string, string>, req: EndpointRequest): Promise<AuthenticatedClient> {
   const auth = await verifyClientAssertion(deps.ctx, deps.settings, {
     params,

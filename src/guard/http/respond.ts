@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import { GuardError, InvalidRequest, isGuardError } from '../errors';
 
-/** `error_uri` of every guard error: the registry entry of the code (seed 000 2.9). */
+/** `error_uri` of every guard error: the registry entry of the code. */
 function errorUri(issuer: string, code: string): string {
   return `${issuer}/svc/v1/errors#${code}`;
 }

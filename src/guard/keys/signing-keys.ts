@@ -19,7 +19,7 @@ interface KeyRow {
 }
 
 /**
- * The AS's ES256 signing keys (issue 5 point 1): generated on first use, private part sealed in the
+ * The AS's ES256 signing keys: generated on first use, private part sealed in the
  * store, public part published at jwks_uri. A key signs for `signingKeyRotationSec`, then a new
  * one is made; retired keys stay published until every token they signed has expired.
  */

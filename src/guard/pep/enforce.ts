@@ -109,7 +109,7 @@ export async function enforce(request: ResourceRequest, deps: EnforcementDeps, t
   if (reach && read?.unreadable && runner === 'upstream') reach.unfollowed.push(read.unreadable);
   if (reach) await hasScopes(deps, reach, facts.scopes); // SMART v2 scopes of all of them
   const popp = await patientPresence(deps, request, reach, token.sub, now); // PoPP where configured: missing 400, invalid 403
-  const forward: Record<string, string> = { [USER_INFO]: facts.userInfo, [CLIENT_DATA]: facts.clientData }; // seed 000 2.11
+  const forward: Record<string, string> = { [USER_INFO]: facts.userInfo, [CLIENT_DATA]: facts.clientData }; // A_26589-01
   if (popp) forward[POPP_CONTENT] = poppContentHeader(popp.payloadJson, settings.headerCaps);
   return { identity: facts.identity, forward };
 }

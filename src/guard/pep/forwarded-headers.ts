@@ -17,7 +17,7 @@ export function stripIdentityHeaders(headers: IncomingHttpHeaders): void {
 type Field = { name: string; value: string | undefined; optional?: boolean; shortenable?: boolean };
 
 /**
- * `svc-user-info` (access-guard.md 2.5, A_26589-01): identifier = AT `sub`, professionOID,
+ * `svc-user-info` (A_26589-01): identifier = AT `sub`, professionOID,
  * commonName, organizationName (optional), at most 250 bytes.
  */
 export function userInfoHeader(token: AccessTokenPayload, caps: PepSettings['headerCaps']): string {

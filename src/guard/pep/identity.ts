@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { RequestIdentity } from '../../protocol/identity';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 
-/** The verified caller as the FHIR layer sees it (`res.locals.identity`, issue 6 point 3). */
+/** The verified caller as the FHIR layer sees it (`res.locals.identity`). */
 export function requestIdentity(token: AccessTokenPayload, repositoryOwners: readonly string[]): RequestIdentity {
   return {
     institution: token.sub,
@@ -14,7 +14,7 @@ export function requestIdentity(token: AccessTokenPayload, repositoryOwners: rea
 }
 
 /**
- * What the access log may carry of a client (issue 6 point 7, ZETA Telemetrie check 54): a
+ * What the access log may carry of a client (ZETA Telemetrie check 54): a
  * one-way hash, stable across replicas so a client's requests can still be correlated.
  */
 export function logHash(value: string): string {

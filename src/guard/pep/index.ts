@@ -33,7 +33,7 @@ export interface PepOptions {
 }
 
 /**
- * The enforcement point in front of /fhir (issue 6; seed 000 4.8). After it, nothing under /fhir
+ * The enforcement point in front of /fhir. After it, nothing under /fhir
  * but `GET /fhir/metadata` is served without a valid DPoP-bound access token. With
  * GUARD_ENFORCEMENT=off it only strips client-sent identity headers.
  */

@@ -10,7 +10,7 @@ export function clientBucket(clientId: string): string {
 /**
  * A fixed window per client_id over all /fhir requests, shared by the replicas (counted in
  * request-ledger.ts), with the headers of the authorization server: `x-rate-limit-*` on every
- * answer (seed 000 section 8), 429 `rate_limit_exceeded` with Retry-After. Returns the headers
+ * answer, 429 `rate_limit_exceeded` with Retry-After. Returns the headers
  * of an admitted request.
  */
 export function withinRateLimit(r: RateLimitResult): Record<string, string> {

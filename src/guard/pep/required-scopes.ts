@@ -1,7 +1,7 @@
 import { ANY_TYPE, type Reach, type Route } from '../../protocol/fhir-reach';
 import { scopeCovered } from '../../protocol/smart-scopes';
 
-/** SMART v2 permissions (CONTRACT section 4: `system/Appointment.crus`). */
+/** SMART v2 permissions (`system/Appointment.crus`). */
 export type Permission = 'c' | 'r' | 'u' | 'd' | 's';
 
 /** `system/<type>.<permission>`; type `*` only for system-level operations nobody but owners may call. */

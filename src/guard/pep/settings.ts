@@ -5,7 +5,7 @@ import type { RateLimitRule } from '../state/rate-limit';
 export interface PepSettings {
   /** `iss` of access tokens: our own authorization server. */
   issuer: string;
-  /** `aud` the access token must name: `$PUBLIC_URL/fhir` (CONTRACT 7). */
+  /** `aud` the access token must name: `$PUBLIC_URL/fhir`. */
   resource: string;
   /** Externally visible origin: `htu` is compared with it plus the request path, never with Host. */
   publicUrl: string;
@@ -18,7 +18,7 @@ export interface PepSettings {
   /** Imported JWKS keys are re-read from the store after this. */
   keyCacheSec: number;
   rateLimit: RateLimitRule;
-  /** Byte caps of the forwarded headers (access-guard.md 2.5). */
+  /** Byte caps of the forwarded headers. */
   headerCaps: { userInfo: number; clientData: number; poppContent: number };
   popp: {
     jwksUrl?: string;

@@ -11,7 +11,7 @@ const NOT_FORWARDED_UP = new Set(['connection', 'keep-alive', 'proxy-authorizati
 const NOT_FORWARDED_DOWN = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'svc-api-version', 'svc-cause']);
 
 /**
- * Proxy mode (UPSTREAM_URL, issue 6 point 4): the checked request goes to a separate FHIR server
+ * Proxy mode (UPSTREAM_URL): the checked request goes to a separate FHIR server
  * with the identity headers the enforcement point set and an RFC 7239 `Forwarded` element
  * appended (ZETA A_28439). An upstream answer carrying `svc-cause: Proxy` asks the proxy to hide
  * it: the client gets a 500 error object instead (A_26974-01, UC26).

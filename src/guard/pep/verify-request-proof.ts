@@ -5,7 +5,7 @@ import { InvalidDpopProof, InvalidToken } from '../errors';
 import type { PepSettings } from './settings';
 
 export interface ProvedRequest {
-  /** `req.headersDistinct.dpop`: Node joins repeated headers in `req.headers` (security.md 1.2 note). */
+  /** `req.headersDistinct.dpop`: Node joins repeated headers in `req.headers`. */
   dpop: string[] | undefined;
   method: string;
   /** Path and query as received (`req.originalUrl`); htu is `PUBLIC_URL` + its path. */
@@ -15,7 +15,7 @@ export interface ProvedRequest {
 /**
  * The proof that accompanies an access token (RFC 9449 §4.3 steps 1-9, 11 time window and 12
  * `ath` in verifyDpopProof, errors as 401), then the binding of step 12: the proof key is the
- * key named by the token's `cnf.jkt` (else `invalid_token`, security.md 1.2 row 30).
+ * key named by the token's `cnf.jkt` (else `invalid_token`).
  */
 export async function verifyRequestProof(
   settings: PepSettings,
@@ -56,7 +56,7 @@ export function replayWindowEnd(settings: PepSettings, proof: VerifiedDpopProof)
 
 /**
  * Imported proof keys by their coordinates: a client signs every proof of a session with one key,
- * and importing a JWK costs about as much as the signature check (issue 6 point 1: one signature
+ * and importing a JWK costs about as much as the signature check (one signature
  * check per request). Bounded; a full cache starts over.
  */
 export class ProofKeyCache {

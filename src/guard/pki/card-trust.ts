@@ -6,7 +6,7 @@ import { ADMISSION_OID, parseAdmission } from '../../protocol/admission';
 import { pemCertificates, subjectNameFields } from './certificate-builder';
 import { devPkiFor } from './dev-pki';
 
-/** Institution identity read from a card certificate that chains to a trust anchor (CONTRACT 4). */
+/** Institution identity read from a card certificate that chains to a trust anchor. */
 export interface VerifiedCard {
   telematikId: string;
   professionOid: string;

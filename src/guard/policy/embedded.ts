@@ -4,7 +4,7 @@ import { ConfigError } from '../../config';
 import { allowedScopes } from './scopes';
 import type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput } from './types';
 
-/** Reasons worded like the gematik Rego policies (reference/access-guard.md 2.7). */
+/** Reasons worded like the gematik Rego policies. */
 const REASONS = {
   profession: 'User profession is not allowed',
   product: 'Client product or version is not allowed',

@@ -2,7 +2,7 @@ import { TemporarilyUnavailable } from '../errors';
 import type { PolicyDecision, PolicyEngine, PolicyInput } from './types';
 
 /**
- * OPA over its data API: POST `$POLICY_ENGINE_URL/v1/data/authz` with `{input}` (seed 000 4.7),
+ * OPA over its data API: POST `$POLICY_ENGINE_URL/v1/data/authz` with `{input}`,
  * result `{allow, ttl, reasons}`. Fails closed: unreachable, slow, non-200 or a result without
  * `allow` is 503 `temporarily_unavailable` (gematik: mandatory since helm 1.2.0).
  */

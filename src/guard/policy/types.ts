@@ -1,7 +1,7 @@
 /**
- * Input of the policy decision (gematik policy-engine-input.yaml v1.1, reference/access-guard.md
- * 2.7), the same for the embedded engine and OPA. `user_info.repository_owner` is Terminus' own
- * member: whether the Telematik-ID is one of REPOSITORY_OWNERS (CONTRACT 4).
+ * Input of the policy decision (gematik policy-engine-input.yaml v1.1), the same for the embedded
+ * engine and OPA. `user_info.repository_owner` is Terminus' own
+ * member: whether the Telematik-ID is one of REPOSITORY_OWNERS.
  */
 export interface PolicyInput {
   version: '1.1';
@@ -42,7 +42,7 @@ export interface PolicyDecision {
   reasons: string[];
 }
 
-/** One interface for the embedded engine and OPA over HTTP (issue 5 point 6). */
+/** One interface for the embedded engine and OPA over HTTP. */
 export interface PolicyEngine {
   readonly kind: 'embedded' | 'opa';
   decide(input: PolicyInput): Promise<PolicyDecision>;

@@ -6,7 +6,7 @@ export interface IssuedNonce {
   expiresIn: number;
 }
 
-/** 128 random bits, base64url (seed 000 2.2; gemSpec A_28144). */
+/** 128 random bits, base64url (gemSpec A_28144). */
 function newNonceValue(): string {
   return crypto.randomBytes(16).toString('base64url');
 }
@@ -18,7 +18,7 @@ export async function issueNonce(state: SharedState, now: Date, ttlSec: number):
   return { nonce, expiresIn: ttlSec };
 }
 
-/** Atomically removes the nonce; true when it existed and had not expired (seed 000 section 3: single use). */
+/** Atomically removes the nonce; true when it existed and had not expired (single use). */
 export async function consumeNonce(state: SharedState, nonce: string, now: Date): Promise<boolean> {
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(nonce)) return false;
   return state.take(stateKey('nonce', nonce), now);

@@ -49,7 +49,7 @@ export async function hitRateLimit(state: SharedState, key: string, rule: RateLi
 }
 
 /**
- * The headers of every limited answer (seed 000 section 8): `x-rate-limit-*`, and `Retry-After`
+ * The headers of every limited answer: `x-rate-limit-*`, and `Retry-After`
  * when the request is refused. The one writer of them, for the authorization server and the
  * enforcement point alike.
  */

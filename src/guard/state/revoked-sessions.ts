@@ -2,7 +2,7 @@ import type { Db } from '../../store';
 
 /**
  * Is the session (refresh-token family, the access token's `sid`) still alive? /revoke and reuse
- * detection set guard_session.revoked_at (security.md 3: the reuse branch also kills the family's
+ * detection set guard_session.revoked_at (the reuse branch also kills the family's
  * access tokens); the enforcement point asks here on every request.
  *
  * Cost: one primary-key lookup per sid and second at most. A live answer is believed for

@@ -2,7 +2,7 @@ import { FhirJsonError } from './errors';
 import { MAX_DEPTH, PROTOTYPE_KEYS } from './limits';
 
 /**
- * JSON.parse plus what it lets through (security.md 6 rows 6, 27, 29): a repeated key (it keeps
+ * JSON.parse plus what it lets through: a repeated key (it keeps
  * the last), nesting deeper than MAX_DEPTH, keys named like Object.prototype members.
  * Throws FhirJsonError (400 structure).
  */

@@ -56,7 +56,7 @@ function walk(value: unknown, path: string, findings: Finding[], isResource: boo
 /**
  * Keys named like Object.prototype members (`__proto__`, `constructor`, `toString`, ...): no FHIR
  * element has one, and a definition lookup by plain object would find the prototype's member
- * instead of "unknown element" (security.md 6 row 29). Checked before any definition is consulted;
+ * instead of "unknown element". Checked before any definition is consulted;
  * XML bodies and patch results come here too, not only JSON text. Iterative: any depth.
  */
 export function checkPropertyNames(resource: Record<string, unknown>): Finding[] {

@@ -6,7 +6,7 @@ export type ProfileSelection = 'claimed' | 'type-default';
 const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';
 
 /**
- * The profile every write of the type has to meet in this repository (scheduling.md 1.1, 1.7).
+ * The profile every write of the type has to meet in this repository (ISiK Terminplanung 6.0.0).
  * Patient is absent on purpose: patients created by $book "sind bis zur Vervollständigung nur
  * gegen den Kernstandard valide" (ISiKTermin, participant:AkteurPatient), so ISiKPatient applies
  * only when claimed.

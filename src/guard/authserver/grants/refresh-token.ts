@@ -15,7 +15,7 @@ export interface RefreshRequest {
 }
 
 /**
- * Refresh (seed 000 4.6 path B; security.md 3): no attestation, the same DPoP key as the family,
+ * Refresh: no attestation, the same DPoP key as the family,
  * the policy asked again, then rotation. A used or revoked token kills the family: 400 invalid_grant.
  */
 export async function refreshGrant(deps: GuardDeps, r: RefreshRequest): Promise<TokenResponse> {

@@ -21,7 +21,7 @@ export interface TokenExchangeRequest {
 }
 
 /**
- * Token exchange with attestation (seed 000 4.6 path A). The DPoP proof, its nonce and the
+ * Token exchange with attestation. The DPoP proof, its nonce and the
  * client assertion were checked by the token endpoint; here, in order: parameters, subject token,
  * client statement, policy, then tokens.
  */

@@ -6,7 +6,7 @@ import type { GuardSettings } from '../../settings';
 import { deleteExpiredPendingClients, insertClient, type ClientRecord } from '../clients/client-store';
 import { SUPPORTED_GRANT_TYPES } from '../../../protocol/oauth';
 
-/** attestation_type values of seed 4.4. */
+/** The attestation_type values of ZETA dynamic client registration. */
 const ATTESTATION_TYPES = ['software', 'tpm', 'platform_a', 'platform_b', 'svc_attestation_token'] as const;
 
 /**
@@ -18,7 +18,7 @@ export interface RegistrationVerifier {
   verify(body: Record<string, unknown>, ctx: AppContext): Promise<void>;
 }
 
-/** Members only hardware registrations carry (seed 4.4); a software registration must not send them. */
+/** Members only hardware registrations carry; a software registration must not send them. */
 const HARDWARE_MEMBERS = [
   'puk_client_sig',
   'puk_ak_sig',
@@ -41,7 +41,7 @@ export interface RegistrationResponse {
   redirect_uris?: string[];
 }
 
-/** POST /register (seed 4.4, RFC 7591): every member validated, one named step each. */
+/** POST /register (RFC 7591): every member validated, one named step each. */
 export async function registerClient(
   ctx: AppContext,
   settings: GuardSettings,

@@ -7,7 +7,7 @@ import type { GuardSettings } from '../../settings';
 import { consumeOnce } from '../../state/replay-cache';
 import type { SharedState } from '../../state/shared-state';
 
-/** Card signature algorithms (CONTRACT 4): ES256 (P-256), BP256R1 (brainpoolP256r1, RFC 5639), PS256 (RSA). */
+/** Card signature algorithms: ES256 (P-256), BP256R1 (brainpoolP256r1, RFC 5639), PS256 (RSA). */
 export const SUBJECT_TOKEN_ALGS = ['ES256', 'BP256R1', 'PS256'] as const;
 
 export interface SubjectTokenCheck {
@@ -31,9 +31,9 @@ export interface VerifiedSubjectToken {
 }
 
 /**
- * The subject token (seed 000 2.5, CONTRACT 4): a JWT signed through the connector with the
+ * The subject token: a JWT signed through the connector with the
  * institution card key, the card certificate in `x5c[0]`. A malformed token is 400
- * `invalid_request`; any check failing on a well-formed one is 403 `access_denied` (seed 000 7).
+ * `invalid_request`; any check failing on a well-formed one is 403 `access_denied`.
  */
 export async function verifySubjectToken(ctx: AppContext, settings: GuardSettings, check: SubjectTokenCheck): Promise<VerifiedSubjectToken> {
   const { header, claims, signingInput, signature } = wellFormedJwt(check.token);

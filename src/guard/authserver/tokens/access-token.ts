@@ -5,7 +5,7 @@ type Claims = JWTPayload;
 import type { SigningKeys } from '../../keys/signing-keys';
 import type { GuardSettings } from '../../settings';
 
-/** Identity and client data every access token of a session carries (issue 5 point 7, access-guard.md 2.6). */
+/** Identity and client data every access token of a session carries. */
 export interface SessionClaims {
   sub: string;
   client_id: string;

@@ -4,7 +4,7 @@ import type { PolicyInput } from '../../policy';
 import type { RevokedSessions } from '../../state/revoked-sessions';
 import type { SessionClaims } from './access-token';
 
-/** A refresh-token family: one session of one client with one DPoP key (issue 5 point 7). */
+/** A refresh-token family: one session of one client with one DPoP key. */
 export interface Session {
   sid: string;
   clientId: string;
@@ -97,8 +97,8 @@ export async function findRefreshToken(ctx: AppContext, token: string): Promise<
 }
 
 /**
- * Marks the token used; true for exactly one caller even when refreshes race (security.md 3:
- * `UPDATE … WHERE consumed_at IS NULL RETURNING`).
+ * Marks the token used; true for exactly one caller even when refreshes race
+ * (`UPDATE … WHERE consumed_at IS NULL RETURNING`).
  */
 export async function consumeRefreshToken(ctx: AppContext, tokenHash: string): Promise<boolean> {
   const r = await ctx.db.query('UPDATE guard_refresh_token SET consumed_at = $2 WHERE token_hash = $1 AND consumed_at IS NULL RETURNING 1 AS ok', [

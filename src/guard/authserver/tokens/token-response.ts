@@ -5,7 +5,7 @@ import type { PolicyDecision, PolicyInput } from '../../policy';
 import { issueAccessToken, type SessionClaims } from './access-token';
 import { createSession, issueRefreshToken, type Session } from './refresh-tokens';
 
-/** Token response (seed 000 2.8) plus `refresh_expires_in` (ZETA UC06). */
+/** Token response plus `refresh_expires_in` (ZETA UC06). */
 export interface TokenResponse {
   access_token: string;
   token_type: 'DPoP';

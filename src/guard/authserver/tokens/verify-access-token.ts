@@ -14,11 +14,11 @@ type Header = Record<string, unknown>;
 type Claims = Record<string, unknown>;
 
 /**
- * Access tokens at the resource (issue 6 point 1; ngx-pep `pep.rs` step 2): issued by our AS,
+ * Access tokens at the resource (ngx-pep `pep.rs` step 2): issued by our AS,
  * one named check each. Keys are imported once per kid and verified tokens are remembered until
  * they expire, so a repeated token costs a map lookup and the time checks, not a signature.
  * Last, its session must still be alive: revocation and refresh-token reuse kill the family's
- * access tokens too (security.md 3), cached for at most a second (state/revoked-sessions.ts).
+ * access tokens too, cached for at most a second (state/revoked-sessions.ts).
  */
 export class AccessTokenVerifier {
   private readonly verified = new Map<string, AccessTokenPayload>();
@@ -151,7 +151,7 @@ function identityClaimsPresent(claims: Claims): void {
   }
 }
 
-/** ZETA UC12 (access-guard.md check 35): a `nonce` marks an ID token or a proof, never an access token. */
+/** ZETA UC12: a `nonce` marks an ID token or a proof, never an access token. */
 function noForeignClaims(claims: Claims): void {
   if ('nonce' in claims) throw new InvalidToken('the access token carries a nonce claim');
 }

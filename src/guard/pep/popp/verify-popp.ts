@@ -21,7 +21,7 @@ export interface PoppCheck {
 }
 
 /**
- * Proof of patient presence (issue 6 point 5; ngx-pep PoPP, ZETA UC15/UC17/UC22): missing → 400,
+ * Proof of patient presence (ngx-pep PoPP, ZETA UC15/UC17/UC22): missing → 400,
  * anything wrong → 403. One named check each.
  */
 export async function verifyPopp(jwks: PoppJwks, settings: PepSettings, check: PoppCheck): Promise<VerifiedPopp> {
