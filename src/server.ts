@@ -87,7 +87,12 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
     return from;
   };
   tracked(redis, queueOptions);
-  redisDuplicates.set(redis, duplicates);
+  // Closing the shared connection closes BullMQ's copies too (BullMQ cannot while Redis is gone).
+  const disconnect = redis.disconnect.bind(redis);
+  redis.disconnect = (reconnect?: boolean) => {
+    if (!reconnect) for (const copy of duplicates) copy.disconnect();
+    disconnect(reconnect);
+  };
   // One line per change of state, not one per reconnect attempt.
   let reachable = true;
   let lastError: Error | undefined;
@@ -170,12 +175,9 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
 
 const SHUTDOWN_STEP_MS = 5000;
 
-/** The connections BullMQ made from the shared one: closed with it when BullMQ itself cannot (Redis gone). */
-const redisDuplicates = new WeakMap<Redis, Redis[]>();
-
 /** Closes the store and drops Redis (disconnect, not quit: quit waits for a Redis that may be gone). */
 async function closeContext(ctx: AppContext): Promise<void> {
-  if (ctx.redis) for (const r of [ctx.redis, ...(redisDuplicates.get(ctx.redis) ?? [])]) r.disconnect();
+  ctx.redis?.disconnect();
   await ctx.db.close().catch((err) => ctx.logger.warn({ err: errorText(err) }, 'closing the store failed'));
 }
 
