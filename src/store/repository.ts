@@ -77,14 +77,6 @@ export class Repository {
     return bound;
   }
 
-  get origin(): WriteOrigin {
-    return this.acting.origin;
-  }
-
-  get writer(): Writer | undefined {
-    return this.acting.writer;
-  }
-
   /** Runs fn on a repository bound to one transaction (all-or-nothing); nested calls share it. */
   withTransaction<T>(fn: (repo: Repository) => Promise<T>): Promise<T> {
     return this.inTransaction(fn);
