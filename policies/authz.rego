@@ -51,6 +51,22 @@ reasons contains "Source IP address is blocked" if {
 	input.authorization_request.ip_address in object.get(data, "blocked_ips", [])
 }
 
+# A TPM posture's replayed PCRs must match one of tpm.pcr_baselines (PCR index -> lowercase hex);
+# no baselines admit any values (CONTRACT section 7).
+reasons contains "pcr_mismatch" if {
+	tpm := input.client_registration_data.attestation_result.tpm
+	baselines := object.get(data, ["tpm", "pcr_baselines"], [])
+	count(baselines) > 0
+	not pcr_baseline_matched(tpm)
+}
+
+pcr_baseline_matched(tpm) if {
+	some b in data.tpm.pcr_baselines
+	every index, value in b {
+		object.get(tpm, ["pcrs", index], "") == lower(value)
+	}
+}
+
 # An empty product list admits any product (CONTRACT section 7: an allow-list is opt-in).
 product_allowed if count(data.products) == 0
 

@@ -21,6 +21,12 @@ export interface Config {
   cardTrustAnchors?: string;
   /** PEM file of TPM manufacturer CAs; unset: no TPM client accepted. */
   tpmEkTrustAnchors?: string;
+  /** Lifetime of a pending registration transaction (REGISTRATION_TTL_SECONDS, default 600). */
+  registrationTtlSec: number;
+  /** Other guard instances whose `svc_att_token` this guard accepts at registration (TRUSTED_ATTESTATION_ISSUERS). */
+  trustedAttestationIssuers: string[];
+  /** OCSP check of institution card certificates (CARD_OCSP, default if-present). */
+  cardOcsp: 'required' | 'if-present' | 'off';
   /** Telematik-IDs of the practice running this repository (management scopes). */
   repositoryOwners: string[];
   policyFile: string;
@@ -116,6 +122,9 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl,
     cardTrustAnchors,
     tpmEkTrustAnchors: certificateFile(env, 'TPM_EK_TRUST_ANCHORS'),
+    registrationTtlSec: parsePositiveInt(env, 'REGISTRATION_TTL_SECONDS', 600),
+    trustedAttestationIssuers: parseIssuers(env, 'TRUSTED_ATTESTATION_ISSUERS'),
+    cardOcsp: parseChoice(env, 'CARD_OCSP', ['required', 'if-present', 'off'] as const, 'if-present'),
     repositoryOwners: (env.REPOSITORY_OWNERS ?? '')
       .split(',')
       .map((s) => s.trim())
@@ -174,6 +183,33 @@ function parsePoppRoutes(env: Env): string[] {
   const bad = routes.find((r) => !POPP_ROUTE.test(r));
   if (bad) throw new ConfigError('POPP_REQUIRED_ROUTES', `"${bad}" is not a route (Type, Type/$operation, $operation or *)`);
   return routes;
+}
+
+function parseChoice<T extends string>(env: Env, name: string, choices: readonly T[], dflt: T): T {
+  const v = nonEmpty(env, name);
+  if (v === undefined) return dflt;
+  if (!(choices as readonly string[]).includes(v)) throw new ConfigError(name, `must be one of ${choices.join(', ')}, got "${v}"`);
+  return v as T;
+}
+
+/** Comma-separated issuer identifiers (RFC 8414 `issuer`: https, or http on loopback). */
+function parseIssuers(env: Env, name: string): string[] {
+  const values = (nonEmpty(env, name) ?? '')
+    .split(',')
+    .map((s) => s.trim().replace(/\/+$/, ''))
+    .filter(Boolean);
+  for (const v of values) {
+    let u: URL;
+    try {
+      u = new URL(v);
+    } catch {
+      throw new ConfigError(name, `"${v}" is not an absolute URL`);
+    }
+    const loopback = ['localhost', '127.0.0.1', '[::1]'].includes(u.hostname);
+    if (u.protocol !== 'https:' && !(u.protocol === 'http:' && loopback)) throw new ConfigError(name, `"${v}" must be an https issuer (http only on loopback)`);
+    if (u.search || u.hash) throw new ConfigError(name, `"${v}" must not carry a query or fragment`);
+  }
+  return values;
 }
 
 function parsePositiveInt(env: Env, name: string, dflt: number): number {

@@ -1,15 +1,16 @@
 import express, { Router, type Request, type Response } from 'express';
 import type { AppContext } from '../context';
-import { defaultPostureVerifiers, type PostureVerifier } from './attestation';
+import { defaultPostureVerifiers, defaultRegistrationVerifiers, type PostureVerifier, type RegistrationVerifier } from './attestation';
 import { authorizationServerMetadata, newestStableMajor, protectedResourceMetadata } from './authserver/discovery';
 import type { GuardDeps } from './authserver/deps';
-import { registerClient, type RegistrationVerifier } from './authserver/registration/register-client';
+import { registerClient, verifyRegistration } from './authserver/registration/register-client';
 import { revokeEndpoint } from './authserver/revoke';
 import { tokenEndpoint, type EndpointRequest } from './authserver/token-endpoint';
 import { ERROR_REGISTRY, InvalidRequest, RateLimitExceeded } from './errors';
 import { clientIp, guardErrorHandler, handleAsync, sendCachedJson, sendGuardError } from './http/respond';
 import { SigningKeys } from './keys/signing-keys';
 import { loadCardTrustAnchors } from './pki/card-trust';
+import { loadEkTrustAnchors } from './pki/ek-trust';
 import { createPolicyEngine, loadPolicyData, type PolicyEngine } from './policy';
 import { endpoints, guardSettings, type GuardSettings } from './settings';
 import { issueNonce } from './state/nonce-store';
@@ -86,7 +87,17 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
     express.json({ limit: '64kb', type: () => true, strict: false }),
     handleAsync(async (req, res) => {
       if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
-      const record = await registerClient(ctx, settings, req.body, deps.registrationVerifiers);
+      const outcome = await registerClient(ctx, settings, req.body, deps.registrationVerifiers);
+      res.setHeader('Cache-Control', 'no-store');
+      res.status(outcome.status).json(outcome.body);
+    }),
+  );
+  v.post(
+    '/register/verify',
+    express.json({ limit: '16kb', type: () => true, strict: false }),
+    handleAsync(async (req, res) => {
+      if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
+      const record = await verifyRegistration(ctx, req.body);
       res.setHeader('Cache-Control', 'no-store');
       res.status(201).json(record);
     }),
@@ -109,7 +120,7 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
       res.status(200).end();
     }),
   );
-  v.all(['/nonce', '/register', '/token', '/revoke', '/jwks', '/authorize'], (_req, res) => {
+  v.all(['/nonce', '/register', '/register/verify', '/token', '/revoke', '/jwks', '/authorize'], (_req, res) => {
     res.setHeader('Allow', ['/nonce', '/jwks', '/authorize'].includes(_req.path) ? 'GET' : 'POST');
     sendGuardError(res, settings.issuer, new InvalidRequest('method not allowed', { status: 405 }));
   });
@@ -123,10 +134,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
   const policyData = loadPolicyData(ctx.config.policyFile);
   // At start: a bad CARD_TRUST_ANCHORS stops the process, and the dev-PKI warning is logged once.
   const anchors = loadCardTrustAnchors(ctx);
-  if (ctx.config.tpmEkTrustAnchors) {
-    // Read and checked as a PEM file at start, but no verifier uses it yet: say so rather than imply TPM clients are accepted.
-    ctx.logger.warn('TPM_EK_TRUST_ANCHORS is set, but this version has no TPM attestation: TPM registrations are refused');
-  }
+  const ekAnchors = loadEkTrustAnchors(ctx.config.tpmEkTrustAnchors);
   const keys = new SigningKeys(ctx, settings);
   const sessions = options.sessions ?? new RevokedSessions(ctx.db);
   return {
@@ -139,7 +147,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
     policy: options.policyEngine ?? createPolicyEngine(ctx.config, policyData, settings.policyTimeoutMs),
     anchors: () => anchors,
     postureVerifiers: options.postureVerifiers ?? defaultPostureVerifiers(),
-    registrationVerifiers: options.registrationVerifiers ?? new Map(),
+    registrationVerifiers: options.registrationVerifiers ?? defaultRegistrationVerifiers({ ekAnchors }),
     state: options.state ?? sharedState(ctx),
     sessions,
     accessTokens: new AccessTokenVerifier(keys, pepSettings(ctx.config), ctx.now, sessions),
@@ -147,7 +155,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
 }
 
 /** Bucket of the per-IP limit for a path under /svc/v{major}; the JWKS shares the discovery bucket. */
-const ENDPOINT_BUCKETS: Record<string, string> = { '/nonce': 'nonce', '/register': 'register', '/token': 'token', '/revoke': 'revoke', '/jwks': 'discovery' };
+const ENDPOINT_BUCKETS: Record<string, string> = { '/nonce': 'nonce', '/register': 'register', '/register/verify': 'register', '/token': 'token', '/revoke': 'revoke', '/jwks': 'discovery' };
 
 /**
  * The deps of a request under /svc/v{major}: `htu` of DPoP proofs, `aud` of client assertions and

@@ -2,6 +2,11 @@ import type { AppContext } from '../../context';
 import { InvalidRequest } from '../errors';
 import type { GuardSettings } from '../settings';
 import { softwarePostureVerifier } from './software/verify-software-posture';
+import { tpmRegistrationVerifier } from './tpm/register-tpm';
+import { tpmPostureVerifier } from './tpm/verify-tpm-posture';
+import type { RegistrationVerifier } from './registration';
+
+export type { RegistrationChallenge, RegistrationProof, RegistrationVerifier, RegisteringClient } from './registration';
 
 /** `client_statement.platform` values (gematik client-statement.yaml). */
 const PLATFORMS = ['android', 'apple', 'windows', 'linux', 'other'] as const;
@@ -24,6 +29,8 @@ export interface AttestationContext {
   nonce: string;
   /** Platform recorded at the client's first attested exchange, if any. */
   registeredPlatform?: string;
+  /** How the client registered and what it proved then (the TPM's AK, ...). */
+  registration: { attestationType: string; attestation?: Record<string, unknown> };
 }
 
 /** What the policy engine and the tokens learn from a verified statement. */
@@ -38,6 +45,8 @@ export interface AttestationResult {
   attestationTimestamp: number;
   /** `client_registration_data.attestation_result` of the policy input, keyed by posture type. */
   result: Record<string, unknown>;
+  /** Set when hardware proved the posture: the token response then carries an `svc_att_token`. */
+  hardware?: { attestationKeyJkt: string };
 }
 
 /**
@@ -50,7 +59,18 @@ export interface PostureVerifier {
 }
 
 export function defaultPostureVerifiers(): Map<string, PostureVerifier> {
-  return new Map([[softwarePostureVerifier.postureType, softwarePostureVerifier]]);
+  return new Map([
+    [softwarePostureVerifier.postureType, softwarePostureVerifier],
+    [tpmPostureVerifier.postureType, tpmPostureVerifier],
+  ]);
+}
+
+/** Registration proofs this instance accepts: `tpm` only when TPM manufacturer CAs are configured. */
+export function defaultRegistrationVerifiers(o: { ekAnchors?: Buffer[] }): Map<string, RegistrationVerifier> {
+  const verifiers = new Map<string, RegistrationVerifier>();
+  const ekAnchors = o.ekAnchors;
+  if (ekAnchors) verifiers.set('tpm', tpmRegistrationVerifier(() => ekAnchors));
+  return verifiers;
 }
 
 /**

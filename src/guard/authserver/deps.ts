@@ -1,13 +1,12 @@
 import type crypto from 'node:crypto';
 import type { AppContext } from '../../context';
-import type { PostureVerifier } from '../attestation';
+import type { PostureVerifier, RegistrationVerifier } from '../attestation';
 import type { SigningKeys } from '../keys/signing-keys';
 import type { PolicyData, PolicyEngine } from '../policy';
 import type { endpoints, GuardSettings } from '../settings';
 import type { SharedState } from '../state/shared-state';
 import type { RevokedSessions } from '../state/revoked-sessions';
 import type { AccessTokenVerifier } from './tokens/verify-access-token';
-import type { RegistrationVerifier } from './registration/register-client';
 
 /** What the AS's use cases are built from; guard/index.ts composes it once per app. */
 export interface GuardDeps {

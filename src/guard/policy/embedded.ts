@@ -13,6 +13,8 @@ const REASONS = {
   audiences: 'One or more requested audiences are not allowed',
   user: 'User is on the blocklist',
   ip: 'Source IP address is blocked',
+  /** A TPM posture whose replayed PCRs match none of `tpm.pcr_baselines` (CONTRACT 7). */
+  pcr: 'pcr_mismatch',
 } as const;
 
 export function loadPolicyData(file: string): PolicyData {
@@ -23,6 +25,12 @@ export function loadPolicyData(file: string): PolicyData {
   }
   if (!data.scopes || !list(data.scopes.requestor) || !list(data.scopes.owner)) throw new ConfigError('POLICY_FILE', `${file}: scopes.requestor and scopes.owner must be arrays`);
   if (!data.token_ttl || !(data.token_ttl.access_token > 0) || !(data.token_ttl.refresh_token > 0)) throw new ConfigError('POLICY_FILE', `${file}: token_ttl needs positive access_token and refresh_token`);
+  const baselines = data.tpm?.pcr_baselines;
+  const baselineOk = (b: unknown) =>
+    typeof b === 'object' && b !== null && !Array.isArray(b) && Object.entries(b).every(([k, v]) => /^\d{1,2}$/.test(k) && typeof v === 'string' && /^[0-9a-fA-F]{64}$/.test(v));
+  if (baselines !== undefined && (!Array.isArray(baselines) || !baselines.every(baselineOk))) {
+    throw new ConfigError('POLICY_FILE', `${file}: tpm.pcr_baselines must be a list of objects mapping a PCR index to a 64-digit hex SHA-256 value`);
+  }
   return data;
 }
 
@@ -48,6 +56,7 @@ export function evaluate(data: PolicyData, input: PolicyInput): PolicyDecision {
   if (data.audiences.length > 0 && !req.audience.every((a) => data.audiences.includes(a))) reasons.push(REASONS.audiences);
   if ((data.blocked_users ?? []).includes(input.user_info.identifier)) reasons.push(REASONS.user);
   if ((data.blocked_ips ?? []).includes(req.ip_address)) reasons.push(REASONS.ip);
+  if (!pcrsMatchABaseline(data, client.attestation_result)) reasons.push(REASONS.pcr);
   if (reasons.length > 0) return { allow: false, reasons };
   return { allow: true, ttl: { ...data.token_ttl }, reasons: [] };
 }
@@ -56,4 +65,16 @@ function productAllowed(data: PolicyData, productId: string, version: string): b
   if (data.products.length === 0) return true;
   const p = data.products.find((x) => x.product_id === productId);
   return p !== undefined && (!p.versions || p.versions.length === 0 || p.versions.includes(version));
+}
+
+/**
+ * `tpm.pcr_baselines`: a list of objects PCR index → lowercase hex value. Absent or empty: any PCR
+ * values. Otherwise a TPM posture passes when every PCR named by one baseline has that value.
+ */
+function pcrsMatchABaseline(data: PolicyData, result: Record<string, unknown>): boolean {
+  const baselines = data.tpm?.pcr_baselines ?? [];
+  const tpm = result.tpm as { pcrs?: Record<string, string> } | undefined;
+  if (!tpm || baselines.length === 0) return true;
+  const pcrs = tpm.pcrs ?? {};
+  return baselines.some((b) => Object.entries(b).every(([index, value]) => pcrs[index] === value.toLowerCase()));
 }

@@ -60,4 +60,6 @@ export interface PolicyData {
   token_ttl: { access_token: number; refresh_token: number };
   blocked_users?: string[];
   blocked_ips?: string[];
+  /** TPM postures: replayed PCR values (index → lowercase hex) must match one baseline; absent or empty: any. */
+  tpm?: { pcr_baselines?: Record<string, string>[] };
 }

@@ -14,6 +14,8 @@ export interface ClientRecord {
   grantTypes: string[];
   redirectUris?: string[];
   attestationType: string;
+  /** What the client proved at registration (`{tpm: {ak_public, ak_jkt, ek_certificate}}`), if anything. */
+  attestation?: Record<string, unknown>;
   status: ClientStatus;
   platform?: string;
   issuedAt: Date;
@@ -28,6 +30,7 @@ interface Row {
   grant_types: string[];
   redirect_uris: string[] | null;
   attestation_type: string;
+  attestation: Record<string, unknown> | null;
   status: ClientStatus;
   platform: string | null;
   issued_at: Date;
@@ -38,14 +41,23 @@ interface Row {
 export async function insertClient(ctx: AppContext, c: ClientRecord): Promise<void> {
   try {
     await ctx.db.query(
-      `INSERT INTO guard_client (client_id, jkt, jwks, client_name, grant_types, redirect_uris, attestation_type, status, issued_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-      [c.clientId, c.jkt, JSON.stringify(c.jwks), c.clientName ?? null, c.grantTypes, c.redirectUris ?? null, c.attestationType, c.status, c.issuedAt],
+      `INSERT INTO guard_client (client_id, jkt, jwks, client_name, grant_types, redirect_uris, attestation_type, attestation, status, issued_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+      [
+        c.clientId, c.jkt, JSON.stringify(c.jwks), c.clientName ?? null, c.grantTypes, c.redirectUris ?? null, c.attestationType,
+        c.attestation ? JSON.stringify(c.attestation) : null, c.status, c.issuedAt,
+      ],
     );
   } catch (err) {
     if (sqlState(err) === SqlState.uniqueViolation) throw new Conflict('a client with this client instance key is already registered');
     throw err;
   }
+}
+
+/** Whether a client with this key thumbprint is registered (pending ones included). */
+export async function clientKeyIsRegistered(ctx: AppContext, jkt: string): Promise<boolean> {
+  const r = await ctx.db.query('SELECT 1 FROM guard_client WHERE jkt = $1', [jkt]);
+  return r.rows.length > 0;
 }
 
 /** The client, unless it is a pending registration older than `pendingTtlSec` (those expire unused). */
@@ -85,6 +97,7 @@ function fromRow(row: Row): ClientRecord {
     grantTypes: row.grant_types,
     redirectUris: row.redirect_uris ?? undefined,
     attestationType: row.attestation_type,
+    attestation: row.attestation ?? undefined,
     status: row.status,
     platform: row.platform ?? undefined,
     issuedAt: new Date(row.issued_at),

@@ -41,7 +41,15 @@ export async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): P
   });
   const attestation = await verifyClientStatement(
     r.auth.claims.client_statement,
-    { ctx: deps.ctx, settings: deps.settings, clientId: client.clientId, clientJkt: client.jkt, nonce: r.nonce, registeredPlatform: client.platform },
+    {
+      ctx: deps.ctx,
+      settings: deps.settings,
+      clientId: client.clientId,
+      clientJkt: client.jkt,
+      nonce: r.nonce,
+      registeredPlatform: client.platform,
+      registration: { attestationType: client.attestationType, attestation: client.attestation },
+    },
     deps.postureVerifiers,
   );
   const { card } = subject;

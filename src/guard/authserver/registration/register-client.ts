@@ -1,22 +1,15 @@
 import crypto from 'node:crypto';
 import { calculateJwkThumbprint, importJWK, type JWK } from 'jose';
 import type { AppContext } from '../../../context';
-import { InvalidRequest } from '../../errors';
+import type { RegistrationVerifier } from '../../attestation/registration';
+import { Conflict, InvalidRequest, ResourceNotFound } from '../../errors';
 import type { GuardSettings } from '../../settings';
-import { deleteExpiredPendingClients, insertClient, type ClientRecord } from '../clients/client-store';
+import { clientKeyIsRegistered, deleteExpiredPendingClients, insertClient, type ClientRecord, type ClientStatus } from '../clients/client-store';
 import { SUPPORTED_GRANT_TYPES } from '../../../protocol/oauth';
+import { answerTransaction, findTransaction, openTransaction } from './registration-transactions';
 
 /** The attestation_type values of ZETA dynamic client registration. */
 const ATTESTATION_TYPES = ['software', 'tpm', 'platform_a', 'platform_b', 'svc_attestation_token'] as const;
-
-/**
- * Registration-time proof for one attestation_type (TPM credential activation, platform
- * attestation objects, ...). The software type has none; hardware types plug in here later.
- */
-export interface RegistrationVerifier {
-  attestationType: string;
-  verify(body: Record<string, unknown>, ctx: AppContext): Promise<void>;
-}
 
 /** Members only hardware registrations carry; a software registration must not send them. */
 const HARDWARE_MEMBERS = [
@@ -39,15 +32,30 @@ export interface RegistrationResponse {
   grant_types: string[];
   jwks: { keys: JWK[] };
   redirect_uris?: string[];
+  status: ClientStatus;
 }
 
-/** POST /register (RFC 7591): every member validated, one named step each. */
+/** The 202 answer of a registration that waits for a challenge (CONTRACT 8). */
+export interface PendingRegistrationResponse {
+  transaction_id: string;
+  status: 'pending_verification';
+  expires_in: number;
+  challenge_type: string;
+  [member: string]: string | number;
+}
+
+export type RegistrationOutcome = { status: 201; body: RegistrationResponse } | { status: 202; body: PendingRegistrationResponse };
+
+/**
+ * POST /register (RFC 7591): every member validated, one named step each; then the proof of the
+ * attestation_type. A proof with a challenge opens a transaction (202) instead of registering.
+ */
 export async function registerClient(
   ctx: AppContext,
   settings: GuardSettings,
   body: unknown,
   verifiers: ReadonlyMap<string, RegistrationVerifier> = new Map(),
-): Promise<RegistrationResponse> {
+): Promise<RegistrationOutcome> {
   const b = bodyIsObject(body);
   const attestationType = attestationTypeIsSupported(b, verifiers);
   authMethodIsPrivateKeyJwt(b);
@@ -56,10 +64,9 @@ export async function registerClient(
   const clientName = clientNameIsValid(b);
   const redirectUris = redirectUrisAreValid(b);
   if (attestationType === 'software') softwareSendsNoHardwareMembers(b);
-  else await verifiers.get(attestationType)!.verify(b, ctx);
+  const proof = attestationType === 'software' ? undefined : await verifiers.get(attestationType)!.verify(b, { jwk, jkt }, ctx);
 
   await deleteExpiredPendingClients(ctx, settings.pendingClientTtlSec);
-  const now = ctx.now();
   const client: ClientRecord = {
     clientId: crypto.randomUUID(),
     jkt,
@@ -68,18 +75,64 @@ export async function registerClient(
     grantTypes,
     redirectUris,
     attestationType,
-    status: 'pending_attestation',
-    issuedAt: now,
+    attestation: proof?.attestation,
+    status: proof?.status ?? 'pending_attestation',
+    issuedAt: ctx.now(),
   };
+  if (proof?.challenge) {
+    // Answering the challenge must not be the first time a known key is found out.
+    if (await clientKeyIsRegistered(ctx, jkt)) throw new Conflict('a client with this client instance key is already registered');
+    const ttl = ctx.config.registrationTtlSec;
+    const transactionId = await openTransaction(ctx, proof.challenge.type, proof.challenge.answer, client, ttl);
+    return {
+      status: 202,
+      body: { transaction_id: transactionId, status: 'pending_verification', expires_in: ttl, challenge_type: proof.challenge.type, ...proof.challenge.response },
+    };
+  }
   await insertClient(ctx, client);
+  return { status: 201, body: registrationRecord(client) };
+}
+
+/**
+ * POST /register/verify (CONTRACT 8): the answer to the challenge of a pending registration. Right:
+ * the client is registered (201). Wrong: 400, the third wrong answer ends the transaction. Unknown,
+ * expired or used: 404. A key registered meanwhile: 409.
+ */
+export async function verifyRegistration(ctx: AppContext, body: unknown): Promise<RegistrationResponse> {
+  const b = bodyIsObject(body);
+  if (typeof b.transaction_id !== 'string' || b.transaction_id === '') throw new InvalidRequest('transaction_id is required');
+  if (typeof b.verify_type !== 'string' || b.verify_type === '') throw new InvalidRequest('verify_type is required');
+  const transaction = await findTransaction(ctx, b.transaction_id);
+  if (!transaction) throw new ResourceNotFound('no pending registration with this transaction_id (unknown, expired or used)');
+  if (b.verify_type !== transaction.challengeType) throw new InvalidRequest(`verify_type must be ${transaction.challengeType}`);
+  const answer = answerOf(b, transaction.challengeType);
+  const outcome = await answerTransaction(ctx, b.transaction_id, answer);
+  if (outcome.kind === 'gone') throw new ResourceNotFound('no pending registration with this transaction_id (unknown, expired or used)');
+  if (outcome.kind === 'wrong') {
+    throw new InvalidRequest(`invalid_activation_secret: the answer is wrong${outcome.triesLeft > 0 ? ` (${outcome.triesLeft} tries left)` : '; the registration is closed'}`);
+  }
+  const client = { ...outcome.transaction.client, issuedAt: ctx.now() };
+  await insertClient(ctx, client);
+  return registrationRecord(client);
+}
+
+function answerOf(b: Record<string, unknown>, challengeType: string): Buffer {
+  const v = b.tpm_decrypted_secret;
+  if (challengeType !== 'tpm_activation') throw new InvalidRequest('unsupported challenge');
+  if (typeof v !== 'string' || !/^[A-Za-z0-9+/_-]{1,256}={0,2}$/.test(v)) throw new InvalidRequest('tpm_decrypted_secret must be base64');
+  return Buffer.from(v, v.includes('-') || v.includes('_') ? 'base64url' : 'base64');
+}
+
+function registrationRecord(client: ClientRecord): RegistrationResponse {
   return {
     client_id: client.clientId,
-    client_id_issued_at: Math.floor(now.getTime() / 1000),
-    ...(clientName !== undefined ? { client_name: clientName } : {}),
+    client_id_issued_at: Math.floor(client.issuedAt.getTime() / 1000),
+    ...(client.clientName !== undefined ? { client_name: client.clientName } : {}),
     token_endpoint_auth_method: 'private_key_jwt',
-    grant_types: grantTypes,
+    grant_types: client.grantTypes,
     jwks: client.jwks,
-    ...(redirectUris ? { redirect_uris: redirectUris } : {}),
+    ...(client.redirectUris ? { redirect_uris: client.redirectUris } : {}),
+    status: client.status,
   };
 }
 
