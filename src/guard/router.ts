@@ -137,6 +137,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
   const ekAnchors = loadEkTrustAnchors(ctx.config.tpmEkTrustAnchors);
   const keys = new SigningKeys(ctx, settings);
   const sessions = options.sessions ?? new RevokedSessions(ctx.db);
+  const state = options.state ?? sharedState(ctx);
   return {
     ctx,
     settings,
@@ -147,8 +148,9 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
     policy: options.policyEngine ?? createPolicyEngine(ctx.config, policyData, settings.policyTimeoutMs),
     anchors: () => anchors,
     postureVerifiers: options.postureVerifiers ?? defaultPostureVerifiers(),
-    registrationVerifiers: options.registrationVerifiers ?? defaultRegistrationVerifiers({ ekAnchors }),
-    state: options.state ?? sharedState(ctx),
+    registrationVerifiers:
+      options.registrationVerifiers ?? defaultRegistrationVerifiers({ ekAnchors, trustedIssuers: ctx.config.trustedAttestationIssuers, state, now: ctx.now }),
+    state,
     sessions,
     accessTokens: new AccessTokenVerifier(keys, pepSettings(ctx.config), ctx.now, sessions),
   };

@@ -6,3 +6,5 @@ export const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
 export const TOKEN_TYPE_ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
 /** Grant types a software client may register (authorization_code is the mobile flow, not served here). */
 export const SUPPORTED_GRANT_TYPES = [GRANT_TOKEN_EXCHANGE, GRANT_REFRESH_TOKEN] as const;
+/** JWS `typ` of the service attestation token (`svc_att_token`, CONTRACT 8): never an access token. */
+export const SVC_ATT_TOKEN_TYP = 'svc-att+jwt';

@@ -1,10 +1,13 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
+import http from 'node:http';
+import { calculateJwkThumbprint, createLocalJWKSet, jwtVerify, type JWK } from 'jose';
 import path from 'node:path';
 import request from 'supertest';
 import { TpmTools } from '../../src/attestation-helper/tpm-tools';
 import { generateEcKey, type EcKey } from '../../src/client/crypto';
-import { startSoftwareTpm, type SoftwareTpm } from '../helpers/swtpm';
+import { freePort, startSoftwareTpm, type SoftwareTpm } from '../helpers/swtpm';
+import { parseTpm2bPublic, tpmPublicKey } from '../../src/guard/attestation/tpm/tpm-public';
 import { canonicalJwk, TestTpmClient } from '../helpers/tpm-client';
 import { decodePayload, exchange, fetchNonce, guardHarness, nowSec, type Harness } from './helpers/harness';
 
@@ -18,6 +21,7 @@ let h: Harness;
 let rsa: TestTpmClient;
 let ecc: TestTpmClient;
 let policyFile: string;
+let server: http.Server;
 
 beforeAll(async () => {
   [tpm, foreign] = await Promise.all([startSoftwareTpm(), startSoftwareTpm()]);
@@ -25,12 +29,17 @@ beforeAll(async () => {
   await fs.writeFile(anchors, tpm.ekCaPem);
   policyFile = path.join(tpm.dir, 'policy.json');
   await fs.writeFile(policyFile, await fs.readFile('policies/default.json'));
-  h = await guardHarness({ env: { TPM_EK_TRUST_ANCHORS: anchors, REGISTRATION_TTL_SECONDS: '60', POLICY_FILE: policyFile } });
+  // A real listener: another guard instance fetches this one's metadata and keys (svc_att_token).
+  const port = await freePort();
+  h = await guardHarness({ env: { PUBLIC_URL: `http://127.0.0.1:${port}`, TPM_EK_TRUST_ANCHORS: anchors, REGISTRATION_TTL_SECONDS: '60', POLICY_FILE: policyFile } });
+  server = http.createServer(h.app);
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
   rsa = new TestTpmClient(new TpmTools(tpm.tcti, 'rsa'));
   ecc = new TestTpmClient(new TpmTools(tpm.tcti, 'ecc384', 0x81010003));
   await rsa.bootStory();
 }, 120_000);
 afterAll(async () => {
+  await new Promise((resolve) => (server ? server.close(resolve) : resolve(undefined)));
   await h?.close();
   await Promise.all([tpm?.close(), foreign?.close()]);
 });
@@ -327,5 +336,103 @@ describe('token exchange with a TPM posture', () => {
     expect(res.status).toBe(200);
     expect(decodePayload(res.body.access_token)).toMatchObject({ client_id: client.clientId });
     expect(nowSec(h)).toBeGreaterThan(0);
+  });
+});
+
+describe('service attestation token (svc_att_token)', () => {
+  async function tpmTokens(client: { clientId: string; clientKey: EcKey }) {
+    const nonce = await fetchNonce(h);
+    const posture = await rsa.posture(client.clientKey.jkt, nonce);
+    return (await exchange(h, { client, nonce, statement: (s) => ({ ...s, posture_type: 'tpm', posture }) })).res;
+  }
+
+  test('after a TPM attestation the token response carries svc_att_token, verifiable with jwks_uri', async () => {
+    const client = await registerTpmClient(rsa);
+    const res = await tpmTokens(client);
+    expect(res.status).toBe(200);
+    const jwks = await request(h.app).get('/svc/v1/jwks');
+    const { payload, protectedHeader } = await jwtVerify(res.body.svc_att_token, createLocalJWKSet(jwks.body), { issuer: h.publicUrl, typ: 'svc-att+jwt' });
+    expect(protectedHeader.alg).toBe('ES256');
+    const ak = tpmPublicKey(parseTpm2bPublic(await rsa.tools.ensureAk(), 'ak')).export({ format: 'jwk' }) as JWK;
+    expect(payload).toMatchObject({
+      sub: client.clientId,
+      puk_ak_sig: await calculateJwkThumbprint(ak),
+      hardware_bound: true,
+      platform: 'linux',
+      verification_status: 'SUCCESS',
+      cnf: { jkt: client.clientKey.jkt },
+    });
+    expect(typeof payload.jti).toBe('string');
+    expect(payload.exp! - payload.iat!).toBeGreaterThan(0);
+    // Its typ keeps it from ever passing as an access token (the verifier requires at+jwt).
+    expect(protectedHeader.typ).toBe('svc-att+jwt');
+  });
+
+  test('a software attestation gets no svc_att_token', async () => {
+    const { res } = await exchange(h);
+    expect(res.status).toBe(200);
+    expect(res.body.svc_att_token).toBeUndefined();
+  });
+
+  describe('registration at another guard instance', () => {
+    let other: Harness;
+    beforeAll(async () => {
+      other = await guardHarness({ env: { TRUSTED_ATTESTATION_ISSUERS: h.publicUrl } });
+    });
+    afterAll(() => other?.close());
+
+    const signSelf = (key: EcKey) => crypto.sign('sha256', canonicalJwk(key), { key: key.privateKey, dsaEncoding: 'ieee-p1363' }).toString('base64url');
+    const svcRegistration = (key: EcKey, token: string, extra: Record<string, unknown> = {}) => ({
+      attestation_type: 'svc_attestation_token',
+      token_endpoint_auth_method: 'private_key_jwt',
+      grant_types: ['urn:ietf:params:oauth:grant-type:token-exchange', 'refresh_token'],
+      jwks: { keys: [{ ...key.publicJwk, use: 'sig' }] },
+      svc_attestation_token: token,
+      signed_hash_puk_client_sig: signSelf(key),
+      ...extra,
+    });
+
+    test('201 pending_user_binding; the first token exchange binds the client (active)', async () => {
+      const client = await registerTpmClient(rsa);
+      const token = (await tpmTokens(client)).body.svc_att_token as string;
+      const reg = await request(other.app).post('/svc/v1/register').send(svcRegistration(client.clientKey, token));
+      expect(reg.status).toBe(201);
+      expect(reg.body.status).toBe('pending_user_binding');
+      const { res } = await exchange(other, { client: { clientId: reg.body.client_id, clientKey: client.clientKey } });
+      expect(res.status).toBe(200);
+      const row = await other.ctx.db.query<{ status: string; policy_input: { client_registration_data: { attestation_result: Record<string, unknown> } } }>(
+        'SELECT c.status, s.policy_input FROM guard_client c JOIN guard_session s ON s.client_id = c.client_id WHERE c.client_id = $1',
+        [reg.body.client_id],
+      );
+      expect(row.rows[0].status).toBe('active');
+      expect(row.rows[0].policy_input.client_registration_data.attestation_result.svc_attestation_token).toMatchObject({ iss: h.publicUrl, hardware_bound: true });
+      // Single use: the same token registers nothing else.
+      const again = await request(other.app).post('/svc/v1/register').send(svcRegistration(await generateEcKey(), token));
+      expect(again.status).toBe(400);
+    });
+
+    test('refused: untrusted issuer, another client key, a bad self-signature, a forged token', async () => {
+      const client = await registerTpmClient(rsa);
+      const token = (await tpmTokens(client)).body.svc_att_token as string;
+      const stranger = await guardHarness({ db: other.ctx.db });
+      try {
+        expect((await request(stranger.app).post('/svc/v1/register').send(svcRegistration(client.clientKey, token))).status).toBe(400);
+      } finally {
+        await stranger.close();
+      }
+      const otherKey = await generateEcKey();
+      const wrongKey = await request(other.app).post('/svc/v1/register').send(svcRegistration(otherKey, token));
+      expect(wrongKey.status).toBe(400);
+      expect(wrongKey.body.error_description).toMatch(/another client instance key/);
+      const badSig = await request(other.app).post('/svc/v1/register').send(svcRegistration(client.clientKey, token, { signed_hash_puk_client_sig: signSelf(otherKey) }));
+      expect(badSig.status).toBe(400);
+      expect(badSig.body.error_description).toMatch(/^client_key_binding/);
+      const [hd, pl, sig] = token.split('.');
+      const claims = JSON.parse(Buffer.from(pl, 'base64url').toString());
+      const forged = `${hd}.${Buffer.from(JSON.stringify({ ...claims, platform: 'windows' })).toString('base64url')}.${sig}`;
+      const f = await request(other.app).post('/svc/v1/register').send(svcRegistration(client.clientKey, forged));
+      expect(f.status).toBe(400);
+      expect(f.body.error_description).toMatch(/does not verify/);
+    });
   });
 });

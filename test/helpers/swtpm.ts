@@ -19,7 +19,8 @@ export interface SoftwareTpm {
   close(): Promise<void>;
 }
 
-async function freePort(): Promise<number> {
+/** A loopback port that is free, and its successor too (swtpm uses port and port + 1). */
+export async function freePort(): Promise<number> {
   for (;;) {
     const port = await new Promise<number>((resolve, reject) => {
       const s = net.createServer();

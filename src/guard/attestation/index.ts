@@ -5,6 +5,9 @@ import { softwarePostureVerifier } from './software/verify-software-posture';
 import { tpmRegistrationVerifier } from './tpm/register-tpm';
 import { tpmPostureVerifier } from './tpm/verify-tpm-posture';
 import type { RegistrationVerifier } from './registration';
+import type { SharedState } from '../state/shared-state';
+import { svcTokenRegistrationVerifier } from './svc-token/register-svc-token';
+import { TrustedIssuers } from './svc-token/trusted-issuers';
 
 export type { RegistrationChallenge, RegistrationProof, RegistrationVerifier, RegisteringClient } from './registration';
 
@@ -65,11 +68,15 @@ export function defaultPostureVerifiers(): Map<string, PostureVerifier> {
   ]);
 }
 
-/** Registration proofs this instance accepts: `tpm` only when TPM manufacturer CAs are configured. */
-export function defaultRegistrationVerifiers(o: { ekAnchors?: Buffer[] }): Map<string, RegistrationVerifier> {
+/**
+ * Registration proofs this instance accepts: `tpm` only when TPM manufacturer CAs are configured,
+ * `svc_attestation_token` only when other guard instances are trusted.
+ */
+export function defaultRegistrationVerifiers(o: { ekAnchors?: Buffer[]; trustedIssuers: string[]; state: SharedState; now: () => Date }): Map<string, RegistrationVerifier> {
   const verifiers = new Map<string, RegistrationVerifier>();
   const ekAnchors = o.ekAnchors;
   if (ekAnchors) verifiers.set('tpm', tpmRegistrationVerifier(() => ekAnchors));
+  if (o.trustedIssuers.length > 0) verifiers.set('svc_attestation_token', svcTokenRegistrationVerifier(new TrustedIssuers(o.trustedIssuers, o.now), o.state));
   return verifiers;
 }
 

@@ -9,6 +9,7 @@ import { GRANT_TOKEN_EXCHANGE, TOKEN_TYPE_JWT } from '../../../protocol/oauth';
 import { policyAllows } from '../policy-gate';
 import { requestedScopes } from '../scope-request';
 import { verifySubjectToken } from '../subject-token/verify-subject-token';
+import { issueAttestationToken } from '../tokens/attestation-token';
 import { startSession, type TokenResponse } from '../tokens/token-response';
 
 export interface TokenExchangeRequest {
@@ -66,7 +67,7 @@ export async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): P
       registration_timestamp: Math.floor(client.issuedAt.getTime() / 1000),
       attestation_timestamp: attestation.attestationTimestamp,
       device_info: { os: attestation.os, os_version: attestation.osVersion },
-      attestation_result: attestation.result,
+      attestation_result: { ...attestation.result, ...registrationAttestation(client.attestation) },
     },
     user_info: {
       identifier: card.telematikId,
@@ -87,7 +88,7 @@ export async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): P
   };
   const decision = await policyAllows(deps, input);
   await recordAttestation(deps.ctx, client.clientId, attestation.platform);
-  return startSession(deps, {
+  const tokens = await startSession(deps, {
     clientId: client.clientId,
     jkt: r.proof.jkt,
     policyInput: input,
@@ -104,6 +105,15 @@ export async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): P
       platform: attestation.platform,
     },
   });
+  if (!attestation.hardware) return tokens;
+  const svcAttToken = await issueAttestationToken(deps.keys, deps.settings, deps.ctx.now(), {
+    clientId: client.clientId,
+    clientJkt: client.jkt,
+    attestationKeyJkt: attestation.hardware.attestationKeyJkt,
+    platform: attestation.platform,
+    ttlSec: tokens.refresh_expires_in,
+  });
+  return { ...tokens, svc_att_token: svcAttToken };
 }
 
 function parametersArePresent(params: Map<string, string>, deps: GuardDeps): string {
@@ -119,4 +129,10 @@ function parametersArePresent(params: Map<string, string>, deps: GuardDeps): str
 
 function clientMayUseGrant(grantTypes: string[]): void {
   if (!grantTypes.includes(GRANT_TOKEN_EXCHANGE)) throw new UnauthorizedClient('this client is not registered for token exchange');
+}
+
+/** What a registration by service attestation token proved, for the policy (`attestation_result.svc_attestation_token`). */
+function registrationAttestation(attestation: Record<string, unknown> | undefined): Record<string, unknown> {
+  const svc = attestation?.svc_attestation_token as { iss: string; platform: string } | undefined;
+  return svc ? { svc_attestation_token: { iss: svc.iss, platform: svc.platform, hardware_bound: true } } : {};
 }

@@ -14,6 +14,8 @@ export interface TokenResponse {
   refresh_token: string;
   refresh_expires_in: number;
   issued_token_type: typeof TOKEN_TYPE_ACCESS_TOKEN;
+  /** After a hardware attestation (CONTRACT 8). */
+  svc_att_token?: string;
 }
 
 function ttlsOf(deps: GuardDeps, decision: PolicyDecision): { accessTtl: number; refreshTtl: number } {
