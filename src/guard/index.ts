@@ -8,5 +8,5 @@ export { keyEncryptionFor } from './keys/key-encryption';
 export { RevokedSessions } from './state/revoked-sessions';
 export { ResourceNotFound, ServerError, TemporarilyUnavailable } from './errors';
 export { sendGuardError } from './http/respond';
-export { createDevPki, writeDevPki } from './pki/dev-pki';
+export { createDevPki, DevPkiExists, writeDevPki } from './pki/dev-pki';
 export { enforcementPoint, pepSettings, upstreamProxy, type PepOptions } from './pep';

@@ -11,6 +11,7 @@ import { clientIp, guardErrorHandler, handleAsync, sendCachedJson, sendGuardErro
 import { SigningKeys } from './keys/signing-keys';
 import { loadCardTrustAnchors } from './pki/card-trust';
 import { loadEkTrustAnchors } from './pki/ek-trust';
+import { OcspChecker } from './pki/ocsp';
 import { createPolicyEngine, loadPolicyData, type PolicyEngine } from './policy';
 import { endpoints, guardSettings, type GuardSettings } from './settings';
 import { issueNonce } from './state/nonce-store';
@@ -147,6 +148,8 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
     policyData,
     policy: options.policyEngine ?? createPolicyEngine(ctx.config, policyData, settings.policyTimeoutMs),
     anchors: () => anchors,
+    // OCSP answers are cached until nextUpdate and never longer than a refresh token lives.
+    ocsp: new OcspChecker(ctx.config.cardOcsp, settings.refreshTokenTtlSec, ctx.logger, ctx.now),
     postureVerifiers: options.postureVerifiers ?? defaultPostureVerifiers(),
     registrationVerifiers:
       options.registrationVerifiers ?? defaultRegistrationVerifiers({ ekAnchors, trustedIssuers: ctx.config.trustedAttestationIssuers, state, now: ctx.now }),

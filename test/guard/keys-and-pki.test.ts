@@ -76,7 +76,7 @@ describe('terminus dev-pki DIR (CONTRACT 1)', () => {
       expect(crypto.createPublicKey(key).export({ type: 'spki', format: 'der' }).equals(cert.publicKey.export({ type: 'spki', format: 'der' }))).toBe(true);
       const ext = pkijs.Certificate.fromBER(new Uint8Array(cert.raw)).extensions!.find((e) => e.extnID === ADMISSION_OID)!;
       expect(parseAdmission(ext.extnValue.valueBlock.valueHexView)).toMatchObject({ professionOid: '1.2.276.0.76.4.50', telematikId: expect.stringMatching(/^1-2-DEV-PRAXIS/) });
-      const card = verifyCardChain([cert.raw.toString('base64')], [ca], new Date());
+      const { card } = await verifyCardChain([cert.raw.toString('base64')], [ca], new Date());
       expect(card.commonName).toMatch(/^Praxis Dr. Dev/);
       expect(card.organizationName).toBe('Praxis Dr. Dev');
     }

@@ -2,6 +2,7 @@ import type crypto from 'node:crypto';
 import type { AppContext } from '../../context';
 import type { PostureVerifier, RegistrationVerifier } from '../attestation';
 import type { SigningKeys } from '../keys/signing-keys';
+import type { OcspChecker } from '../pki/ocsp';
 import type { PolicyData, PolicyEngine } from '../policy';
 import type { endpoints, GuardSettings } from '../settings';
 import type { SharedState } from '../state/shared-state';
@@ -18,6 +19,8 @@ export interface GuardDeps {
   policyData: PolicyData;
   /** Card CA certificates (CARD_TRUST_ANCHORS or the dev PKI), loaded on first use. */
   anchors: () => crypto.X509Certificate[];
+  /** Revocation of card certificates (CARD_OCSP). */
+  ocsp: OcspChecker;
   postureVerifiers: ReadonlyMap<string, PostureVerifier>;
   registrationVerifiers: ReadonlyMap<string, RegistrationVerifier>;
   /** Nonces, replay caches and rate limits shared by the replicas. */

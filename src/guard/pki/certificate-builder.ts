@@ -19,6 +19,12 @@ export interface CertificateSpec {
   notBefore: Date;
   notAfter: Date;
   ca?: boolean;
+  /** Key usage bits, first byte of the BIT STRING (RFC 5280 §4.2.1.3); default keyCertSign|cRLSign for a CA, digitalSignature otherwise. */
+  keyUsage?: number;
+  /** Extended key usages (OIDs). */
+  extKeyUsage?: string[];
+  /** OCSP responder URL written into authorityInfoAccess. */
+  ocspUrl?: string;
   extensions?: { oid: string; critical?: boolean; der: ArrayBuffer }[];
 }
 
@@ -33,21 +39,42 @@ export function buildCertificate(spec: CertificateSpec): Buffer {
   cert.subject = rdn(spec.subject);
   // Copy the CA's encoded subject so name chaining compares equal byte for byte.
   cert.issuer = spec.issuerCert ? pkijs.Certificate.fromBER(new Uint8Array(spec.issuerCert)).subject : rdn(spec.subject);
-  cert.notBefore = new pkijs.Time({ type: 1, value: spec.notBefore });
-  cert.notAfter = new pkijs.Time({ type: 1, value: spec.notAfter });
+  cert.notBefore = certificateTime(spec.notBefore);
+  cert.notAfter = certificateTime(spec.notAfter);
   cert.subjectPublicKeyInfo = pkijs.PublicKeyInfo.fromBER(toArrayBuffer(spec.subjectPublicKey.export({ type: 'spki', format: 'der' })));
   const extensions: pkijs.Extension[] = [];
   if (spec.ca !== undefined) {
     extensions.push(new pkijs.Extension({ extnID: '2.5.29.19', critical: true, extnValue: new pkijs.BasicConstraints({ cA: spec.ca }).toSchema().toBER(false) }));
   }
+  const keyUsage = spec.keyUsage ?? (spec.ca ? 0x06 : 0x80);
   extensions.push(
     new pkijs.Extension({
       extnID: '2.5.29.15',
       critical: true,
       // keyCertSign|cRLSign for a CA, digitalSignature for a card
-      extnValue: new asn1js.BitString({ valueHex: Uint8Array.from([spec.ca ? 0x06 : 0x80]).buffer, unusedBits: spec.ca ? 1 : 7 }).toBER(false),
+      extnValue: new asn1js.BitString({ valueHex: Uint8Array.from([keyUsage]).buffer, unusedBits: unusedBits(keyUsage) }).toBER(false),
     }),
   );
+  // Key identifiers (RFC 5280 §4.2.1.1-2): SHA-1 of the subjectPublicKey bits, the issuer's for the authority.
+  const ski = keyIdentifier(cert.subjectPublicKeyInfo);
+  extensions.push(new pkijs.Extension({ extnID: '2.5.29.14', critical: false, extnValue: new asn1js.OctetString({ valueHex: ski }).toBER(false) }));
+  const aki = spec.issuerCert ? keyIdentifier(pkijs.Certificate.fromBER(new Uint8Array(spec.issuerCert)).subjectPublicKeyInfo) : ski;
+  extensions.push(
+    new pkijs.Extension({
+      extnID: '2.5.29.35',
+      critical: false,
+      extnValue: new pkijs.AuthorityKeyIdentifier({ keyIdentifier: new asn1js.OctetString({ valueHex: aki }) }).toSchema().toBER(false),
+    }),
+  );
+  if (spec.extKeyUsage) {
+    extensions.push(new pkijs.Extension({ extnID: '2.5.29.37', critical: false, extnValue: new pkijs.ExtKeyUsage({ keyPurposes: spec.extKeyUsage }).toSchema().toBER(false) }));
+  }
+  if (spec.ocspUrl) {
+    const aia = new pkijs.InfoAccess({
+      accessDescriptions: [new pkijs.AccessDescription({ accessMethod: '1.3.6.1.5.5.7.48.1', accessLocation: new pkijs.GeneralName({ type: 6, value: spec.ocspUrl }) })],
+    });
+    extensions.push(new pkijs.Extension({ extnID: '1.3.6.1.5.5.7.1.1', critical: false, extnValue: aia.toSchema().toBER(false) }));
+  }
   for (const e of spec.extensions ?? []) extensions.push(new pkijs.Extension({ extnID: e.oid, critical: e.critical ?? false, extnValue: e.der }));
   cert.extensions = extensions;
   const sigAlg = spec.issuerKey.asymmetricKeyType === 'rsa' ? SHA256_WITH_RSA : ECDSA_WITH_SHA256;
@@ -58,6 +85,22 @@ export function buildCertificate(spec: CertificateSpec): Buffer {
   const signature = crypto.sign('sha256', Buffer.from(tbs), spec.issuerKey);
   cert.signatureValue = new asn1js.BitString({ valueHex: toArrayBuffer(signature) });
   return Buffer.from(cert.toSchema().toBER(false));
+}
+
+/** RFC 5280 §4.1.2.5: UTCTime through 2049, GeneralizedTime after; whole seconds, no fractions. */
+function certificateTime(d: Date): pkijs.Time {
+  const whole = new Date(Math.floor(d.getTime() / 1000) * 1000);
+  return new pkijs.Time({ type: whole.getUTCFullYear() < 2050 ? 0 : 1, value: whole });
+}
+
+function unusedBits(byte: number): number {
+  let n = 0;
+  while (n < 7 && (byte & (1 << n)) === 0) n++;
+  return n;
+}
+
+function keyIdentifier(spki: pkijs.PublicKeyInfo): ArrayBuffer {
+  return toArrayBuffer(crypto.createHash('sha1').update(spki.subjectPublicKey.valueBlock.valueHexView).digest());
 }
 
 export function derToPem(der: Buffer, label = 'CERTIFICATE'): string {

@@ -26,6 +26,9 @@ export interface CardCa {
 export interface DevPki {
   ca: CardCa;
   cards: CardCredentials[];
+  /** An OCSP responder certificate (id-kp-OCSPSigning, issued by the CA) when the cards name a responder. */
+  ocspResponder?: CardCa;
+  ocspUrl?: string;
 }
 
 export interface CardSpec {
@@ -39,6 +42,8 @@ export interface CardSpec {
   notAfter?: Date;
   /** false: a card without the admission extension (negative tests). */
   admission?: boolean;
+  /** OCSP responder named in the card's authorityInfoAccess. */
+  ocspUrl?: string;
 }
 
 const DAY = 86_400_000;
@@ -81,6 +86,7 @@ export function issueCard(ca: CardCa, spec: CardSpec): CardCredentials {
     notBefore: spec.notBefore ?? new Date(now.getTime() - DAY),
     notAfter: spec.notAfter ?? new Date(now.getTime() + 5 * 365 * DAY),
     ca: false,
+    ocspUrl: spec.ocspUrl,
     extensions: spec.admission === false ? [] : [{ oid: ADMISSION_OID, der: encodeAdmission({ telematikId: spec.telematikId, professionOid }) }],
   });
   return {
@@ -92,16 +98,50 @@ export function issueCard(ca: CardCa, spec: CardSpec): CardCredentials {
   };
 }
 
-export function createDevPki(): DevPki {
-  const ca = createCardCa();
-  return { ca, cards: DEV_CARDS.map((spec) => issueCard(ca, spec)) };
+/** A delegated OCSP responder (RFC 6960 §4.2.2.2): id-kp-OCSPSigning, issued by the card CA. */
+export function issueOcspResponder(ca: CardCa): CardCa {
+  const { privateKey, publicKey } = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const now = new Date();
+  const der = buildCertificate({
+    subject: { commonName: 'Terminus Dev OCSP Responder', organizationName: 'Terminus development PKI', countryName: 'DE' },
+    issuerCert: new crypto.X509Certificate(ca.certPem).raw,
+    subjectPublicKey: publicKey,
+    issuerKey: crypto.createPrivateKey(ca.keyPem),
+    notBefore: new Date(now.getTime() - DAY),
+    notAfter: new Date(now.getTime() + 2 * 365 * DAY),
+    ca: false,
+    extKeyUsage: ['1.3.6.1.5.5.7.3.9'],
+  });
+  return { certPem: derToPem(der), keyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString() };
 }
+
+export function createDevPki(o: { ocspUrl?: string } = {}): DevPki {
+  const ca = createCardCa();
+  const cards = DEV_CARDS.map((spec) => issueCard(ca, { ...spec, ocspUrl: o.ocspUrl }));
+  return o.ocspUrl ? { ca, cards, ocspResponder: issueOcspResponder(ca), ocspUrl: o.ocspUrl } : { ca, cards };
+}
+
+/** A line of `openssl ocsp -index` (the `openssl ca` database): V (valid) or R (revoked) per card. */
+export function ocspIndexLine(certPem: string, revokedAt?: Date): string {
+  const cert = new crypto.X509Certificate(certPem);
+  const t = (d: Date) => d.toISOString().replace(/[-:T]/g, '').slice(2, 14) + 'Z';
+  const subject = '/' + cert.subject.split('\n').join('/');
+  return [revokedAt ? 'R' : 'V', t(new Date(cert.validTo)), revokedAt ? t(revokedAt) : '', cert.serialNumber, 'unknown', subject].join('\t');
+}
+
+/** Thrown by writeDevPki when DIR holds a CA already and `force` is not set. */
+export class DevPkiExists extends Error {}
 
 const FILES = { caCert: 'card-ca.pem', caKey: 'card-ca.key.pem' };
 const cardFile = (c: { curve: CardCurve }) => (c.curve === 'P-256' ? 'card-p256' : c.curve === 'brainpoolP256r1' ? 'card-brainpool' : 'card-rsa');
 
-/** Writes the PKI as PEM files: card-ca.pem (the trust anchor), card-*.pem and card-*.key.pem (mode 600). */
-export function writeDevPki(dir: string, pki: DevPki): string[] {
+/**
+ * Writes the PKI as PEM files: card-ca.pem (the trust anchor), card-*.pem and card-*.key.pem (mode
+ * 600); with a responder also ocsp-responder.pem, its key and ocsp-index.txt for `openssl ocsp`. An
+ * existing CA is never overwritten unless `force` says so (its cards would stop being trusted).
+ */
+export function writeDevPki(dir: string, pki: DevPki, o: { force?: boolean } = {}): string[] {
+  if (!o.force && fs.existsSync(path.join(dir, FILES.caCert))) throw new DevPkiExists(`${path.join(dir, FILES.caCert)} exists: pass --force to replace the CA`);
   fs.mkdirSync(dir, { recursive: true });
   const written: string[] = [];
   const put = (name: string, content: string, mode = 0o644) => {
@@ -114,6 +154,11 @@ export function writeDevPki(dir: string, pki: DevPki): string[] {
   for (const card of pki.cards) {
     put(`${cardFile(card)}.pem`, card.certPem);
     put(`${cardFile(card)}.key.pem`, card.keyPem, 0o600);
+  }
+  if (pki.ocspResponder) {
+    put('ocsp-responder.pem', pki.ocspResponder.certPem);
+    put('ocsp-responder.key.pem', pki.ocspResponder.keyPem, 0o600);
+    put('ocsp-index.txt', pki.cards.map((c) => `${ocspIndexLine(c.certPem)}\n`).join(''));
   }
   put(
     'cards.json',

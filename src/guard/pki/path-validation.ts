@@ -46,7 +46,9 @@ class NodeSignatureEngine extends pkijs.CryptoEngine {
   }
 }
 
-const engine = new NodeSignatureEngine();
+/** pkijs with node:crypto signatures: also for OCSP responses signed by a brainpool key. */
+export const nodeCryptoEngine: pkijs.CryptoEngine = new NodeSignatureEngine();
+const engine = nodeCryptoEngine;
 
 /** Extensions this guard understands; any other critical extension makes a certificate unusable (RFC 5280 §4.2). */
 const KNOWN_EXTENSIONS = new Set([

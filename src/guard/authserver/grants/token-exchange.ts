@@ -39,6 +39,7 @@ export async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): P
     nonce: r.nonce,
     tokenEndpoint: deps.urls.token,
     anchors: deps.anchors(),
+    ocsp: deps.ocsp,
   });
   const attestation = await verifyClientStatement(
     r.auth.claims.client_statement,

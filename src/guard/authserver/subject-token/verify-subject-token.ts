@@ -1,8 +1,9 @@
 import crypto from 'node:crypto';
 import type { AppContext } from '../../../context';
 import { claimsOf, decodeCompactJws, MalformedJws } from '../../jose/compact-jws';
-import { AccessDenied, InvalidRequest } from '../../errors';
+import { AccessDenied, InvalidRequest, TemporarilyUnavailable } from '../../errors';
 import { CardCertificateError, verifyCardChain, type VerifiedCard } from '../../pki/card-trust';
+import { CardRevoked, OcspUnavailable, type OcspChecker } from '../../pki/ocsp';
 import type { GuardSettings } from '../../settings';
 import { consumeOnce } from '../../state/replay-cache';
 import type { SharedState } from '../../state/shared-state';
@@ -23,6 +24,8 @@ export interface SubjectTokenCheck {
   nonce: string;
   tokenEndpoint: string;
   anchors: crypto.X509Certificate[];
+  /** Revocation of the card certificate (CARD_OCSP). */
+  ocsp: OcspChecker;
 }
 
 export interface VerifiedSubjectToken {
@@ -38,7 +41,7 @@ export interface VerifiedSubjectToken {
 export async function verifySubjectToken(ctx: AppContext, settings: GuardSettings, check: SubjectTokenCheck): Promise<VerifiedSubjectToken> {
   const { header, claims, signingInput, signature } = wellFormedJwt(check.token);
   const alg = algIsSupported(header);
-  const card = cardChainsToTrustAnchor(header, check.anchors, ctx.now());
+  const { leaf, issuer, ...card } = await cardChainsToTrustAnchor(header, check.anchors, ctx.now());
   signatureVerifiesWithCardKey(alg, card.publicKey, signingInput, signature);
   const now = Math.floor(ctx.now().getTime() / 1000);
   issuerIsTheClient(claims, check.clientId);
@@ -47,6 +50,7 @@ export async function verifySubjectToken(ctx: AppContext, settings: GuardSetting
   nonceIsTheConsumedNonce(claims, check.nonce);
   subjectIsTheTelematikId(claims, card);
   keysAreBound(claims, check);
+  await cardIsNotRevoked({ leaf, issuer }, check.ocsp);
   await jtiIsFresh(ctx, check.state, claims, settings);
   return { card, claims };
 }
@@ -69,11 +73,23 @@ function algIsSupported(header: Record<string, unknown>): (typeof SUBJECT_TOKEN_
   return header.alg as (typeof SUBJECT_TOKEN_ALGS)[number];
 }
 
-function cardChainsToTrustAnchor(header: Record<string, unknown>, anchors: crypto.X509Certificate[], now: Date): VerifiedCard {
+async function cardChainsToTrustAnchor(header: Record<string, unknown>, anchors: crypto.X509Certificate[], now: Date): Promise<VerifiedCard & { leaf: Buffer; issuer: Buffer }> {
   try {
-    return verifyCardChain(header.x5c, anchors, now);
+    const { card, leaf, issuer } = await verifyCardChain(header.x5c, anchors, now);
+    return { ...card, leaf, issuer };
   } catch (err) {
     if (err instanceof CardCertificateError) throw new AccessDenied(`subject_token card certificate rejected: ${err.message}`);
+    throw err;
+  }
+}
+
+/** After the signature: only a card that signed this token is worth an OCSP round trip. */
+async function cardIsNotRevoked(card: { leaf: Buffer; issuer: Buffer }, ocsp: OcspChecker): Promise<void> {
+  try {
+    await ocsp.check(card.leaf, card.issuer);
+  } catch (err) {
+    if (err instanceof CardRevoked) throw new AccessDenied(`subject_token card certificate rejected: ${err.message}`);
+    if (err instanceof OcspUnavailable) throw new TemporarilyUnavailable(`card revocation status unavailable: ${err.message}`);
     throw err;
   }
 }
