@@ -73,10 +73,17 @@ module.exports = {
     },
     {
       name: 'client-is-standalone',
-      comment: 'The reference client ships to other machines: it depends on protocol/ only, never on server code.',
+      comment: 'The reference client ships to other machines: it depends on protocol/ and the attestation helper only, never on server code.',
       severity: 'error',
       from: { path: layer('client') },
-      to: { path: '^src/', pathNot: '^src/(client|protocol)/' },
+      to: { path: '^src/', pathNot: '^src/(client|protocol|attestation-helper)/' },
+    },
+    {
+      name: 'helper-is-standalone',
+      comment: 'The attestation helper runs on the client machine next to the TPM: protocol/ only.',
+      severity: 'error',
+      from: { path: layer('attestation-helper') },
+      to: { path: '^src/', pathNot: '^src/(attestation-helper|protocol)/' },
     },
     {
       name: 'public-surface-only',

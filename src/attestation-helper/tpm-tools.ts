@@ -9,6 +9,13 @@ const run = promisify(execFile);
 /** A tpm2-tools command failed or the TPM could not be reached. */
 export class TpmCommandError extends Error {
   readonly code = 'tpm_error';
+  constructor(
+    message: string,
+    /** The TPM did not answer at all (TCTI could not connect), rather than refusing a command. */
+    readonly unreachable = false,
+  ) {
+    super(message);
+  }
 }
 
 /** Persistent handles of the TCG EK Credential Profile and of our AK. */
@@ -26,6 +33,9 @@ const hex = (h: number) => `0x${h.toString(16)}`;
  * persistent handle so it survives a TPM restart.
  */
 export class TpmTools {
+  /** tpm2-tools without a resource manager share the TPM's object slots: one command chain at a time. */
+  private queue: Promise<unknown> = Promise.resolve();
+
   constructor(
     readonly tcti: string,
     readonly ek: EkKind = 'rsa',
@@ -37,8 +47,10 @@ export class TpmTools {
       await run(name, args, { env: { ...process.env, TPM2TOOLS_TCTI: this.tcti }, timeout: 60_000 });
     } catch (err) {
       const e = err as { stderr?: string; message: string; code?: string };
-      if (e.code === 'ENOENT') throw new TpmCommandError(`${name} is not installed (apt-get install tpm2-tools)`);
-      throw new TpmCommandError(`${name} failed: ${(e.stderr ?? e.message).trim().split('\n').slice(-1)[0]}`);
+      if (e.code === 'ENOENT') throw new TpmCommandError(`${name} is not installed (apt-get install tpm2-tools)`, true);
+      const stderr = (e.stderr ?? e.message).trim();
+      const unreachable = /tcti|connection refused|Failed to initialize|ECONNREFUSED|socket/i.test(stderr);
+      throw new TpmCommandError(`${name} failed: ${stderr.split('\n').slice(-1)[0]}`, unreachable);
     }
   }
 
@@ -46,13 +58,19 @@ export class TpmTools {
     await this.tool('tpm2_flushcontext', ['-t']);
   }
 
-  private async inTemp<T>(f: (dir: string) => Promise<T>): Promise<T> {
-    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'terminus-tpm-'));
-    try {
-      return await f(dir);
-    } finally {
-      await fs.rm(dir, { recursive: true, force: true });
-    }
+  /** Runs `f` in a fresh temporary folder, after every earlier command chain of this object. */
+  private inTemp<T>(f: (dir: string) => Promise<T>): Promise<T> {
+    const run = async () => {
+      const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'terminus-tpm-'));
+      try {
+        return await f(dir);
+      } finally {
+        await fs.rm(dir, { recursive: true, force: true });
+      }
+    };
+    const next = this.queue.then(run, run);
+    this.queue = next.catch(() => undefined);
+    return next;
   }
 
   /** TPM2B_PUBLIC of a persistent object. */
@@ -129,7 +147,12 @@ export class TpmTools {
   }
 
   async pcrExtend(index: number, sha256: Buffer): Promise<void> {
-    await this.tool('tpm2_pcrextend', [`${index}:sha256=${sha256.toString('hex')}`]);
+    await this.inTemp(() => this.tool('tpm2_pcrextend', [`${index}:sha256=${sha256.toString('hex')}`]));
+  }
+
+  /** Resets a PCR that locality 0 may reset (16 and 23, PC Client PFP §2.3.4). */
+  async pcrReset(index: number): Promise<void> {
+    await this.inTemp(() => this.tool('tpm2_pcrreset', [String(index)]));
   }
 
   /** Current sha256 PCR values. */

@@ -1,0 +1,56 @@
+import * as grpc from '@grpc/grpc-js';
+import { services, STATUS_TRAILER, type GetAttestationResponse, type RegistrationMaterial } from './proto';
+
+/** A helper call that failed: the gRPC code and the status of the trailer. */
+export class HelperCallError extends Error {
+  constructor(
+    readonly code: grpc.status,
+    readonly status: string | undefined,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The client side of the attestation helper over mutual TLS. */
+export class AttestationHelperClient {
+  private readonly attestation: grpc.Client & Record<string, grpc.requestCallback<unknown> | unknown>;
+  private readonly setup: grpc.Client & Record<string, unknown>;
+
+  constructor(address: string, tls: { ca: Buffer; cert?: Buffer; key?: Buffer }, o: { serverName?: string } = {}) {
+    const creds = grpc.credentials.createSsl(tls.ca, tls.key ?? null, tls.cert ?? null);
+    const options = o.serverName ? { 'grpc.ssl_target_name_override': o.serverName } : {};
+    const { SvcAttestationService, SvcAttestationSetupService } = services();
+    this.attestation = new SvcAttestationService(address, creds, options) as never;
+    this.setup = new SvcAttestationSetupService(address, creds, options) as never;
+  }
+
+  private call<T>(client: grpc.Client & Record<string, unknown>, method: string, request: unknown): Promise<T> {
+    return new Promise((resolve, reject) => {
+      const fn = client[method] as (req: unknown, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: T) => void) => void;
+      fn.call(client, request, { deadline: Date.now() + 60_000 }, (err, res) => {
+        if (!err) return resolve(res);
+        const status = err.metadata?.get(STATUS_TRAILER)[0];
+        reject(new HelperCallError(err.code, typeof status === 'string' ? status : undefined, err.details || err.message));
+      });
+    });
+  }
+
+  getAttestation(challenge: Buffer, pcrIndices: number[]): Promise<GetAttestationResponse> {
+    return this.call(this.attestation, 'GetAttestation', { attestation_challenge: challenge, pcr_indices: pcrIndices });
+  }
+
+  getRegistrationMaterial(canonicalJwk: Buffer): Promise<RegistrationMaterial> {
+    return this.call(this.setup, 'GetRegistrationMaterial', { client_key_jwk: canonicalJwk });
+  }
+
+  async activateCredential(credentialBlob: Buffer, encryptedSecret: Buffer): Promise<Buffer> {
+    const res = await this.call<{ secret: Buffer }>(this.setup, 'ActivateCredential', { credential_blob: credentialBlob, encrypted_secret: encryptedSecret });
+    return res.secret;
+  }
+
+  close(): void {
+    this.attestation.close();
+    this.setup.close();
+  }
+}
