@@ -38,7 +38,8 @@ export function softwareClientStatement(o: {
   };
 }
 
-function platformOf(p: NodeJS.Platform): string {
+/** `client_statement.platform` of this operating system. */
+export function platformOf(p: NodeJS.Platform): string {
   if (p === 'linux') return 'linux';
   if (p === 'win32') return 'windows';
   if (p === 'darwin') return 'apple';

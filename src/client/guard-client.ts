@@ -1,4 +1,5 @@
-import { softwareClientStatement, DEFAULT_PRODUCT, type ProductInfo } from './client-statement';
+import { softwareAttestor, type Attestor } from './attestor';
+import { DEFAULT_PRODUCT, type ProductInfo } from './client-statement';
 import { createClientAssertion, createDpopProof, generateEcKey, type EcKey } from './crypto';
 import { createSubjectToken, type SoftwareCard } from './software-card';
 import { fetchTransport, type HttpRequest, type HttpResponse, type HttpTransport } from './transport';
@@ -62,6 +63,8 @@ export interface GuardClientOptions {
   backoffMs?: number;
   /** Seconds since the epoch (tests with a moved server clock pass the same clock here). */
   now?: () => number;
+  /** How the client attests (default: the software posture). */
+  attestor?: Attestor;
 }
 
 /**
@@ -79,12 +82,14 @@ export class GuardClient {
   private discovery?: Discovery;
   private readonly transport: HttpTransport;
   private readonly now: () => number;
+  private readonly attestor: Attestor;
 
   constructor(private readonly opts: GuardClientOptions) {
     this.transport = opts.transport ?? fetchTransport();
     this.clientId = opts.clientId;
     this.clientKey = opts.clientKey;
     this.now = opts.now ?? (() => Math.floor(Date.now() / 1000));
+    this.attestor = opts.attestor ?? softwareAttestor(opts.product ?? DEFAULT_PRODUCT);
   }
 
   /** RFC 9728 then RFC 8414 document, cached for a day; `force` re-reads them (after a 404). */
@@ -100,25 +105,33 @@ export class GuardClient {
     return this.discovery;
   }
 
-  /** Dynamic client registration of the software type. */
+  /**
+   * Dynamic client registration with the attestor's members; a 202 (TPM credential activation) is
+   * answered at `{registration_endpoint}/verify`.
+   */
   async register(): Promise<Record<string, unknown>> {
     const d = await this.discover();
     this.clientKey ??= await generateEcKey();
     const key = this.clientKey;
-    const body = await this.json({
+    const json = { 'content-type': 'application/json', accept: 'application/json' };
+    let body = (await this.json({
       method: 'POST',
       url: d.authorizationServer.registration_endpoint,
-      headers: { 'content-type': 'application/json', accept: 'application/json' },
+      headers: json,
       body: JSON.stringify({
-        attestation_type: 'software',
         client_name: this.opts.clientName ?? 'terminus-client',
         token_endpoint_auth_method: 'private_key_jwt',
         grant_types: [TOKEN_EXCHANGE, GRANT_REFRESH_TOKEN],
         jwks: { keys: [{ ...key.publicJwk, use: 'sig', alg: 'ES256', kid: key.jkt }] },
+        ...(await this.attestor.registrationMembers(key)),
       }),
-    });
+    })) as Record<string, unknown>;
+    if (body.status === 'pending_verification' && typeof body.transaction_id === 'string') {
+      const answer = await this.attestor.answerChallenge(body);
+      body = (await this.json({ method: 'POST', url: `${d.authorizationServer.registration_endpoint}/verify`, headers: json, body: JSON.stringify(answer) })) as Record<string, unknown>;
+    }
     this.clientId = (body as { client_id: string }).client_id;
-    return body as Record<string, unknown>;
+    return body;
   }
 
   async fetchNonce(): Promise<string> {
@@ -174,7 +187,7 @@ export class GuardClient {
           clientId,
           audience: tokenEndpoint,
           now: this.now(),
-          clientStatement: softwareClientStatement({ clientId, clientKey, nonce, product: this.opts.product ?? DEFAULT_PRODUCT, now: this.now() }),
+          clientStatement: await this.attestor.clientStatement({ clientId, clientKey, nonce, now: this.now() }),
         }),
         subject_token_type: TOKEN_TYPE_JWT,
         subject_token: createSubjectToken(card, { clientId, telematikId: admission.telematikId, tokenEndpoint, nonce, clientJkt: clientKey.jkt, dpopJkt: dpopKey.jkt, now: this.now() }),

@@ -4,3 +4,4 @@ export { SoftwareCard, createSubjectToken, type SubjectTokenOptions } from './so
 export { softwareClientStatement, DEFAULT_PRODUCT, type ProductInfo } from './client-statement';
 export { createClientAssertion, createDpopProof, ecKeyFrom, generateEcKey, signCompactJws, type EcKey } from './crypto';
 export { fetchTransport, type HttpRequest, type HttpResponse, type HttpTransport } from './transport';
+export { helperAttestor, softwareAttestor, canonicalJwk, type Attestor } from './attestor';

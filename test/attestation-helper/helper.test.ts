@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -7,6 +8,10 @@ import { AttestationHelperClient, HelperCallError, startAttestationHelper, TpmTo
 import { parseEventLog, replaySha256 } from '../../src/protocol/tpm-event-log';
 import { parseTpm2bPublic } from '../../src/guard/attestation/tpm/tpm-public';
 import { verifyQuote } from '../../src/guard/attestation/tpm/verify-quote';
+import { GuardClient, helperAttestor } from '../../src/client';
+import { testCard } from '../guard/helpers/get-token';
+import { guardHarness } from '../guard/helpers/harness';
+import { supertestTransport } from '../guard/helpers/transport';
 import { startSoftwareTpm, type SoftwareTpm } from '../helpers/swtpm';
 import { TlsPki } from '../helpers/tls-pki';
 
@@ -108,6 +113,23 @@ test('the setup service signs only a canonical P-256 JWK', async () => {
   expect(err.status).toBe('ATTESTATION_STATUS_INVALID_REQUEST');
 });
 
+test('a client without TPM rights registers and logs in through the helper (GuardClient with the helper attestor)', async () => {
+  const anchors = path.join(dir, 'ek-anchors.pem');
+  fs.writeFileSync(anchors, tpm.ekCaPem);
+  const h = await guardHarness({ env: { TPM_EK_TRUST_ANCHORS: anchors } });
+  try {
+    const guardClient = new GuardClient({ server: h.publicUrl, transport: supertestTransport(h.app), retries: 0, attestor: helperAttestor(connect('client', client)) });
+    const tokens = await guardClient.login(testCard(h.ctx, { telematikId: '1-TPM-PRAXIS' }));
+    expect(tokens.raw.svc_att_token).toEqual(expect.any(String));
+    const row = await h.ctx.db.query<{ attestation_type: string; status: string }>('SELECT attestation_type, status FROM guard_client WHERE client_id = $1', [guardClient.clientId]);
+    expect(row.rows[0]).toEqual({ attestation_type: 'tpm', status: 'active' });
+    // A second login of the same client: a fresh quote for a fresh nonce.
+    await guardClient.login(testCard(h.ctx, { telematikId: '1-TPM-PRAXIS' }));
+  } finally {
+    await h.close();
+  }
+});
+
 test('restart: PCR 23 measured again, one more event in the log, and a baseline of today passes', async () => {
   const before = parseEventLog((await connect('client', client).getAttestation(challenge(), [23])).event_log).events.length;
   await helper!.close();
@@ -134,6 +156,37 @@ test('BASELINE_MISMATCH (OK) when PCR 23 changed behind the helper; UNAVAILABLE 
   const err = await failure(connect('client', client).getAttestation(challenge(), [7, 23]));
   expect(err.code).toBe(grpc.status.UNAVAILABLE);
   expect(err.status).toBe('ATTESTATION_STATUS_INTERNAL_ERROR');
+});
+
+test('terminus-client attestation-helper: the bin serves the helper until SIGTERM', async () => {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/client/cli.ts', 'attestation-helper', '--listen', '127.0.0.1:0', '--tls-cert', server.cert, '--tls-key', server.key, '--tls-client-ca', pki.caPem, '--allowed-client-cn', 'svc-client', '--state-dir', path.join(dir, 'cli-state')], {
+    env: { ...process.env, TPM2TOOLS_TCTI: tpm.tcti, NODE_OPTIONS: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  try {
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (c: Buffer) => {
+        out += c.toString();
+        if (out.includes('\n')) resolve(out.split('\n')[0]);
+      });
+      child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+      child.once('exit', (code) => reject(new Error(`exited ${code}: ${err}`)));
+    });
+    const { listening } = JSON.parse(line) as { listening: string };
+    const c = new AttestationHelperClient(listening, { ca: fs.readFileSync(pki.caPem), cert: fs.readFileSync(client.cert), key: fs.readFileSync(client.key) });
+    try {
+      expect((await c.getAttestation(challenge(), [7, 23])).status).toBe('ATTESTATION_STATUS_SUCCESS');
+    } finally {
+      c.close();
+    }
+  } finally {
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    await exited;
+  }
+  expect(child.exitCode).toBe(0);
 });
 
 test('UNAVAILABLE (14) with TPM_ERROR when the TPM is down', async () => {
