@@ -115,3 +115,23 @@ test_a_blocked_user_is_denied if {
 test_a_blocked_ip_is_denied if {
 	not authz.allow with input as practice with data.blocked_ips as ["127.0.0.1"]
 }
+
+tpm_practice(pcr23) := object.union(practice, {"client_registration_data": {
+	"posture_type": "tpm",
+	"attestation_result": {"tpm": {"pcrs": {"7": concat("", array.concat(["a"], [x | some _ in numbers.range(1, 63); x := "0"])), "23": pcr23}, "quote_verified": true}},
+}})
+
+baseline := {"7": concat("", array.concat(["A"], [x | some _ in numbers.range(1, 63); x := "0"])), "23": concat("", [x | some _ in numbers.range(1, 64); x := "b"])}
+
+test_tpm_postures_pass_without_baselines if {
+	authz.allow with input as tpm_practice("cc")
+}
+
+test_tpm_pcrs_matching_a_baseline_pass if {
+	authz.allow with input as tpm_practice(baseline["23"]) with data.tpm.pcr_baselines as [baseline]
+}
+
+test_tpm_pcrs_outside_the_baselines_are_denied if {
+	not authz.allow with input as tpm_practice("cc") with data.tpm.pcr_baselines as [baseline]
+	"pcr_mismatch" in authz.reasons with input as tpm_practice("cc") with data.tpm.pcr_baselines as [baseline]
+}

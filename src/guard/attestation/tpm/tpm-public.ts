@@ -83,8 +83,22 @@ export function tpmName(pub: TpmPublic): Buffer {
   return Buffer.concat([u16(pub.nameAlg), crypto.createHash(h.name).update(pub.raw).digest()]);
 }
 
+/** Key objects by public area: an AK is verified on every token exchange of its client. */
+const keyObjects = new Map<string, crypto.KeyObject>();
+
 /** The public key as a Node key object. */
 export function tpmPublicKey(pub: TpmPublic): crypto.KeyObject {
+  const id = pub.raw.toString('base64');
+  let key = keyObjects.get(id);
+  if (!key) {
+    key = keyObjectOf(pub);
+    if (keyObjects.size >= 1000) keyObjects.clear();
+    keyObjects.set(id, key);
+  }
+  return key;
+}
+
+function keyObjectOf(pub: TpmPublic): crypto.KeyObject {
   if (pub.rsa) {
     const e = Buffer.from(pub.rsa.exponent.toString(16).padStart(6, '0'), 'hex');
     return crypto.createPublicKey({ key: { kty: 'RSA', n: pub.rsa.modulus.toString('base64url'), e: stripZeros(e).toString('base64url') }, format: 'jwk' });
