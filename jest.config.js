@@ -4,11 +4,12 @@
  * counters in PostgreSQL), the embedded defaults (PGlite, in-process queues and counters), and
  * PGlite + Redis (when REDIS_URL is set). Without DATABASE_URL only the embedded project runs.
  */
-const project = (displayName, setupFiles) => ({
+const project = (displayName, setupFiles, testPathIgnorePatterns = []) => ({
   displayName,
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
+  testPathIgnorePatterns: ['/node_modules/', ...testPathIgnorePatterns],
   transform: { '^.+\\.ts$': ['ts-jest', { diagnostics: false }] },
   setupFiles,
   testTimeout: 60000,
@@ -16,14 +17,20 @@ const project = (displayName, setupFiles) => ({
 
 const embedded = project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded.ts']);
 
+/**
+ * Client-side processes (the CLI as a child process, the attestation helper) do not depend on how
+ * the server keeps its state beyond PostgreSQL vs PGlite: the two mixed projects skip them.
+ */
+const CLIENT_SIDE = ['<rootDir>/test/client/cli\\.test\\.ts', '<rootDir>/test/attestation-helper/'];
+
 /** @type {import('jest').Config} */
 module.exports = {
   projects: process.env.DATABASE_URL
     ? [
         project('postgres', ['<rootDir>/test/setup-env.ts']),
-        project('postgres-no-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-postgres-no-redis.ts']),
+        project('postgres-no-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-postgres-no-redis.ts'], CLIENT_SIDE),
         embedded,
-        ...(process.env.REDIS_URL ? [project('embedded-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded-redis.ts'])] : []),
+        ...(process.env.REDIS_URL ? [project('embedded-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded-redis.ts'], CLIENT_SIDE)] : []),
       ]
     : [embedded],
   testTimeout: 60000,

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { startAttestationHelper } from '../attestation-helper';
+import { addCommands, report } from './cli-commands';
 
 /**
  * `terminus-client`: the reference client's command line (CONTRACT 6). Exit codes: 0 success, 1 the
@@ -16,6 +16,7 @@ export function program(): Command {
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 
+  addCommands(cli);
   cli
     .command('attestation-helper')
     .description('serve the gRPC attestation helper over the TPM (CONTRACT 9); TPM via TPM2TOOLS_TCTI')
@@ -31,6 +32,7 @@ export function program(): Command {
     .action(async (o: Record<string, string | string[] | undefined>) => {
       const tcti = process.env.TPM2TOOLS_TCTI;
       if (!tcti) throw new UsageError('TPM2TOOLS_TCTI must name the TPM (for example device:/dev/tpmrm0 or swtpm:host=127.0.0.1,port=2321)');
+      const { startAttestationHelper } = await import('../attestation-helper');
       const helper = await startAttestationHelper({
         listen: o.listen as string,
         tlsCert: o.tlsCert as string,
@@ -86,15 +88,14 @@ function version(): string {
 export async function main(argv: string[]): Promise<number> {
   try {
     await program().parseAsync(argv, { from: 'user' });
-    return 0;
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
     if (err instanceof UsageError) {
       process.stderr.write(`terminus-client: ${err.message}\n`);
       return 2;
     }
-    process.stderr.write(`terminus-client: ${(err as Error).message}\n`);
-    return 2;
+    return report(err);
   }
 }
 

@@ -9,6 +9,8 @@ import { CLIENT_ASSERTION_TYPE_JWT as JWT_BEARER, GRANT_REFRESH_TOKEN, GRANT_TOK
 const DISCOVERY_TTL_MS = 24 * 3600 * 1000;
 
 export interface Discovery {
+  /** ETags of the two documents, for revalidation with If-None-Match. */
+  etags?: { resource?: string; authorizationServer?: string };
   resource: { resource: string; authorization_servers: string[]; [k: string]: unknown };
   authorizationServer: {
     issuer: string;
@@ -65,6 +67,14 @@ export interface GuardClientOptions {
   now?: () => number;
   /** How the client attests (default: the software posture). */
   attestor?: Attestor;
+  /** A session restored from a key store. */
+  tokens?: TokenSet;
+  dpopKey?: EcKey;
+  discovery?: Discovery;
+  /** Called after registration, login, refresh and revocation (the CLI persists its key store here). */
+  onChange?: () => void | Promise<void>;
+  /** Upper bound of one backoff wait in ms (default 30 000). */
+  maxBackoffMs?: number;
 }
 
 /**
@@ -80,6 +90,8 @@ export class GuardClient {
   dpopKey?: EcKey;
   tokens?: TokenSet;
   private discovery?: Discovery;
+  /** The refresh in flight: concurrent callers share it. */
+  private refreshing?: Promise<TokenSet>;
   private readonly transport: HttpTransport;
   private readonly now: () => number;
   private readonly attestor: Attestor;
@@ -90,18 +102,41 @@ export class GuardClient {
     this.clientKey = opts.clientKey;
     this.now = opts.now ?? (() => Math.floor(Date.now() / 1000));
     this.attestor = opts.attestor ?? softwareAttestor(opts.product ?? DEFAULT_PRODUCT);
+    this.tokens = opts.tokens;
+    this.dpopKey = opts.dpopKey;
+    this.discovery = opts.discovery;
   }
 
-  /** RFC 9728 then RFC 8414 document, cached for a day; `force` re-reads them (after a 404). */
+  /** The cached discovery documents (to persist them). */
+  get discoveryCache(): Discovery | undefined {
+    return this.discovery;
+  }
+
+  private async changed(): Promise<void> {
+    await this.opts.onChange?.();
+  }
+
+  /**
+   * RFC 9728 then RFC 8414 document, cached for a day, then revalidated with If-None-Match (a 304
+   * keeps the cached copy); `force` re-reads them without validators (after a 404).
+   */
   async discover(force = false): Promise<Discovery> {
-    if (!force && this.discovery && Date.now() - this.discovery.fetchedAt < DISCOVERY_TTL_MS) return this.discovery;
+    const cached = this.discovery;
+    if (!force && cached && Date.now() - cached.fetchedAt < DISCOVERY_TTL_MS) return cached;
     const origin = this.opts.server.replace(/\/+$/, '');
-    const pr = await this.json({ method: 'GET', url: `${origin}/.well-known/oauth-protected-resource`, headers: { accept: 'application/json' } });
-    const resource = pr as Discovery['resource'];
-    const issuer = resource.authorization_servers?.[0];
+    const get = async (url: string, etag: string | undefined, old: unknown) => {
+      const res = await this.withRetry(() => this.transport({ method: 'GET', url, headers: { accept: 'application/json', ...(etag && !force ? { 'if-none-match': etag } : {}) } }));
+      if (res.status === 304 && old) return { body: old, etag };
+      return { body: res.json, etag: res.headers.etag };
+    };
+    const pr = await get(`${origin}/.well-known/oauth-protected-resource`, cached?.etags?.resource, cached?.resource);
+    const resource = pr.body as Discovery['resource'];
+    const issuer = resource?.authorization_servers?.[0];
     if (typeof issuer !== 'string') throw new Error('protected-resource document names no authorization server');
-    const as = (await this.json({ method: 'GET', url: `${issuer}/.well-known/oauth-authorization-server`, headers: { accept: 'application/json' } })) as Discovery['authorizationServer'];
-    this.discovery = { resource, authorizationServer: as, fetchedAt: Date.now() };
+    const sameIssuer = cached?.authorizationServer.issuer === issuer;
+    const as = await get(`${issuer}/.well-known/oauth-authorization-server`, sameIssuer ? cached?.etags?.authorizationServer : undefined, sameIssuer ? cached?.authorizationServer : undefined);
+    this.discovery = { resource, authorizationServer: as.body as Discovery['authorizationServer'], fetchedAt: Date.now(), etags: { resource: pr.etag, authorizationServer: as.etag } };
+    await this.changed();
     return this.discovery;
   }
 
@@ -131,6 +166,7 @@ export class GuardClient {
       body = (await this.json({ method: 'POST', url: `${d.authorizationServer.registration_endpoint}/verify`, headers: json, body: JSON.stringify(answer) })) as Record<string, unknown>;
     }
     this.clientId = (body as { client_id: string }).client_id;
+    await this.changed();
     return body;
   }
 
@@ -146,25 +182,35 @@ export class GuardClient {
    */
   async ensureAccessToken(card: SoftwareCard, minValiditySec = 10): Promise<string> {
     if (this.tokens && this.tokens.expiresAt - this.now() > minValiditySec) return this.tokens.accessToken;
-    if (this.tokens) {
+    this.refreshing ??= this.renew(card).finally(() => {
+      this.refreshing = undefined;
+    });
+    return (await this.refreshing).accessToken;
+  }
+
+  /** Refresh, else (refused or no session) a new token exchange; one at a time per client. */
+  private async renew(card: SoftwareCard): Promise<TokenSet> {
+    if (this.tokens && this.dpopKey) {
       try {
-        return (await this.refresh()).accessToken;
+        return await this.refresh();
       } catch (err) {
-        if (!(err instanceof GuardClientError) || err.status >= 500) throw err;
+        if (!(err instanceof GuardClientError) || err.status >= 500 || err.status === 429) throw err;
       }
     }
-    return (await this.login(card)).accessToken;
+    return this.login(card);
   }
 
   /**
    * Registration (first time), a fresh nonce and DPoP key, then the token exchange with attestation.
-   * A 401 is answered once more with a new nonce and a new subject token (ZETA UC08 row 26).
+   * A 401 (the guard does not know the client, or the assertion was refused) is answered once with a
+   * fresh registration and exchange (seed 000 section 7); 400 and 403 end it.
    */
   async login(card: SoftwareCard, o: { scope?: string } = {}): Promise<TokenSet> {
     try {
       return await this.loginOnce(card, o);
     } catch (err) {
       if (!(err instanceof GuardClientError) || err.status !== 401) throw err;
+      this.clientId = undefined;
       return this.loginOnce(card, o);
     }
   }
@@ -210,7 +256,10 @@ export class GuardClient {
         this.tokens = tokenSet(res.json, this.now());
       }
       return res;
-    }).then(() => this.tokens!);
+    }).then(async () => {
+      await this.changed();
+      return this.tokens!;
+    });
   }
 
   /** Refresh: assertion without statement, proof with the session's DPoP key; rotates the refresh token. */
@@ -238,6 +287,7 @@ export class GuardClient {
       if (res.status === 200) this.tokens = tokenSet(res.json, this.now());
       return res;
     });
+    await this.changed();
     return this.tokens;
   }
 
@@ -260,6 +310,7 @@ export class GuardClient {
       }),
     );
     this.tokens = undefined;
+    await this.changed();
   }
 
   /** A DPoP proof with the session key for a resource request (`ath` of the current access token). */
@@ -284,10 +335,12 @@ export class GuardClient {
     return res.json;
   }
 
-  /** Retries 429 and 5xx with exponential backoff and jitter (Retry-After honoured); 404 re-runs discovery once. */
+  /**
+   * Retries 429, 502, 503 and 504 with exponential backoff and full jitter, waiting what Retry-After
+   * asks for when it is given (each wait bounded by maxBackoffMs); 404 re-runs discovery once.
+   */
   private async withRetry(send: () => Promise<HttpResponse>): Promise<HttpResponse> {
     const retries = this.opts.retries ?? 3;
-    const base = this.opts.backoffMs ?? 200;
     let rediscovered = false;
     for (let attempt = 0; ; attempt++) {
       const res = await send();
@@ -297,14 +350,25 @@ export class GuardClient {
         await this.discover(true);
         continue;
       }
-      const retryable = res.status === 429 || res.status >= 500;
-      if (!retryable || attempt >= retries) throw new GuardClientError(res.status, res.json ?? res.text);
-      const retryAfter = Number(res.headers['retry-after']);
-      const delay = Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : base * 2 ** attempt;
-      await new Promise((r) => setTimeout(r, Math.min(delay, 30_000) * (0.5 + Math.random() / 2)));
+      if (!RETRYABLE.includes(res.status) || attempt >= retries) throw new GuardClientError(res.status, res.json ?? res.text);
+      await sleep(backoffDelay(attempt, res.headers['retry-after'], this.opts.backoffMs ?? 200, this.opts.maxBackoffMs ?? 30_000));
     }
   }
 }
+
+/** Statuses worth another try: rate limited, or a gateway or server that is briefly away. */
+export const RETRYABLE = [429, 502, 503, 504];
+
+/** Full jitter (random in [0, base·2^attempt]) unless Retry-After (seconds or an HTTP date) names the wait. */
+export function backoffDelay(attempt: number, retryAfter: string | undefined, baseMs: number, maxMs: number): number {
+  if (retryAfter !== undefined) {
+    const seconds = /^\d+$/.test(retryAfter.trim()) ? Number(retryAfter) * 1000 : Date.parse(retryAfter) - Date.now();
+    if (Number.isFinite(seconds) && seconds >= 0) return Math.min(seconds, maxMs);
+  }
+  return Math.random() * Math.min(maxMs, baseMs * 2 ** attempt);
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function tokenSet(body: unknown, now: number): TokenSet {
   const b = body as { access_token: string; refresh_token: string; expires_in: number; scope: string };

@@ -1,7 +1,13 @@
-/** The reference client library: the CLI and the tests are built on it. */
+/**
+ * The reference client library (CONTRACT 6): `createClient` gives a session whose `fetch` signs every
+ * request; the `terminus-client` CLI and the tests are built on it.
+ */
 export { GuardClient, GuardClientError, type Discovery, type GuardClientOptions, type TokenSet } from './guard-client';
 export { SoftwareCard, createSubjectToken, type SubjectTokenOptions } from './software-card';
 export { softwareClientStatement, DEFAULT_PRODUCT, type ProductInfo } from './client-statement';
 export { createClientAssertion, createDpopProof, ecKeyFrom, generateEcKey, signCompactJws, type EcKey } from './crypto';
 export { fetchTransport, type HttpRequest, type HttpResponse, type HttpTransport } from './transport';
 export { helperAttestor, softwareAttestor, canonicalJwk, type Attestor } from './attestor';
+export { createClient, ClientSession, type CreateClientOptions, type HelperSettings } from './session';
+export { KeyStore, KeyStoreError, defaultHome, type StoreData, type ServerState } from './key-store';
+export { runStress, SCENARIOS, type StressReport } from './stress';

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -12,7 +12,10 @@ import { GuardClient, helperAttestor } from '../../src/client';
 import { testCard } from '../guard/helpers/get-token';
 import { guardHarness } from '../guard/helpers/harness';
 import { supertestTransport } from '../guard/helpers/transport';
-import { startSoftwareTpm, type SoftwareTpm } from '../helpers/swtpm';
+import { createDevPki, writeDevPki } from '../../src/guard/pki/dev-pki';
+import { startServer } from '../../src/server';
+import { createTestContext } from '../helpers/context';
+import { freePort, startSoftwareTpm, type SoftwareTpm } from '../helpers/swtpm';
 import { TlsPki } from '../helpers/tls-pki';
 
 /** The gRPC attestation helper (CONTRACT 9) on a real swtpm over real mutual TLS: every row of its table. */
@@ -127,6 +130,33 @@ test('a client without TPM rights registers and logs in through the helper (Guar
     await guardClient.login(testCard(h.ctx, { telematikId: '1-TPM-PRAXIS' }));
   } finally {
     await h.close();
+  }
+});
+
+test('terminus-client login --attestation tpm --helper: registration through the helper, TPM posture, svc_att_token', async () => {
+  const anchors = path.join(dir, 'ek-anchors.pem');
+  fs.writeFileSync(anchors, tpm.ekCaPem);
+  writeDevPki(path.join(dir, 'pki'), createDevPki(), { force: true });
+  const port = await freePort();
+  const ctx = await createTestContext({ env: { PUBLIC_URL: `http://127.0.0.1:${port}`, GUARD_ENFORCEMENT: 'on', TPM_EK_TRUST_ANCHORS: anchors, CARD_TRUST_ANCHORS: path.join(dir, 'pki', 'card-ca.pem') } });
+  const running = await startServer({ ...ctx.config, port, host: '127.0.0.1' }, ctx);
+  try {
+    const out = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', 'src/client/cli.ts', 'login', '--server', `http://127.0.0.1:${port}`, '--card', path.join(dir, 'pki', 'card-p256.pem'), '--key', path.join(dir, 'pki', 'card-p256.key.pem'),
+          '--attestation', 'tpm', '--helper', helper!.address.replace('127.0.0.1', 'localhost'), '--helper-ca', pki.caPem, '--helper-cert', client.cert, '--helper-key', client.key],
+        { env: { ...process.env, NODE_OPTIONS: '', TERMINUS_CLIENT_HOME: path.join(dir, 'cli-home'), TERMINUS_CLIENT_PASSWORD: 'secret' } },
+        (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(0);
+    expect(JSON.parse(out.stdout)).toMatchObject({ attestation: 'tpm', svc_att_token: true });
+    const row = await ctx.db.query<{ attestation_type: string; status: string }>('SELECT attestation_type, status FROM guard_client WHERE client_id = $1', [JSON.parse(out.stdout).client_id]);
+    expect(row.rows[0]).toEqual({ attestation_type: 'tpm', status: 'active' });
+  } finally {
+    await running.close();
   }
 });
 

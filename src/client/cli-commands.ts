@@ -1,0 +1,259 @@
+import fs from 'node:fs';
+import { Command, InvalidArgumentError } from 'commander';
+import { GuardClient, GuardClientError } from './guard-client';
+import { KeyStore, KeyStoreError } from './key-store';
+import { ClientSession, type HelperSettings } from './session';
+import { bookParameters, runStress, SCENARIOS } from './stress';
+
+/** The server refused (exit 1); its answer is printed. */
+export class Refused extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+  ) {
+    super(`the server answered ${status}`);
+  }
+}
+
+/** Usage or local error (exit 2). */
+export class LocalError extends Error {}
+
+/** Output: JSON by default; a short human summary when stdout is a terminal. */
+export function print(value: unknown, summary?: string): void {
+  if (process.stdout.isTTY && summary) process.stdout.write(`${summary}\n`);
+  else process.stdout.write(`${typeof value === 'string' ? value : JSON.stringify(value, null, 2)}\n`);
+}
+
+interface SessionOptions {
+  server?: string;
+  card?: string;
+  key?: string;
+  attestation?: string;
+  helper?: string;
+  helperCa?: string;
+  helperCert?: string;
+  helperKey?: string;
+}
+
+/**
+ * Opens the key store (held for the whole command, so two CLI processes never lose each other's
+ * refresh-token rotation), then the session for `--server` or the last server used. Card, key and
+ * helper settings given once are remembered with the server.
+ */
+async function withSession<T>(o: SessionOptions, f: (s: ClientSession, store: KeyStore) => Promise<T>, requireCard = true): Promise<T> {
+  const store = await KeyStore.open();
+  let session: ClientSession | undefined;
+  try {
+    const server = o.server ?? store.data.lastServer;
+    if (!server) throw new LocalError('no server known yet: pass --server URL');
+    let origin: string;
+    try {
+      origin = new URL(server).origin;
+    } catch {
+      throw new LocalError(`--server ${server} is not a URL`);
+    }
+    const remembered = store.server(origin) as Record<string, unknown>;
+    const card = o.card ?? (remembered.cardFile as string | undefined);
+    const key = o.key ?? (remembered.keyFile as string | undefined);
+    if (requireCard && (!card || !key)) throw new LocalError('pass --card CERT.pem and --key KEY.pem (remembered after the first login)');
+    const helper = helperSettings(o, remembered.helper as HelperSettings | undefined);
+    if (card) remembered.cardFile = card;
+    if (key) remembered.keyFile = key;
+    remembered.helper = helper;
+    session = await ClientSession.open({ server: origin, card: card ?? '', key: key ?? '', helper, store });
+    return await f(session, store);
+  } finally {
+    session?.close();
+    store.close();
+  }
+}
+
+function helperSettings(o: SessionOptions, remembered: HelperSettings | undefined): HelperSettings | undefined {
+  if (o.attestation === 'software') return undefined;
+  if (o.attestation === 'tpm' || o.helper) {
+    if (!o.helper || !o.helperCa || !o.helperCert || !o.helperKey) throw new LocalError('--attestation tpm needs --helper ADDR --helper-ca F --helper-cert F --helper-key F');
+    return { address: o.helper, ca: o.helperCa, cert: o.helperCert, key: o.helperKey };
+  }
+  return remembered;
+}
+
+const serverOption = (c: Command) => c.option('--server <url>', 'the repository origin (PUBLIC_URL); default: the last one used');
+
+async function fhirCall(s: ClientSession, method: string, path: string, o: { body?: string; contentType?: string; xml?: boolean; prefer?: string } = {}) {
+  const base = `${s.origin}/fhir`;
+  const url = path.startsWith('http') ? path : `${base}/${path.replace(/^\/+/, '').replace(/^fhir\//, '')}`;
+  const headers: Record<string, string> = { accept: o.xml ? 'application/fhir+xml' : 'application/fhir+json' };
+  if (o.body !== undefined) headers['content-type'] = o.contentType ?? 'application/fhir+json';
+  if (o.prefer) headers.prefer = o.prefer;
+  const res = await s.fetch(url, { method, headers, body: o.body });
+  const text = await res.text();
+  return { status: res.status, headers: Object.fromEntries(res.headers), text, json: parse(text) };
+}
+
+function parse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function answer(r: { status: number; text: string; json: unknown }, summary: (j: Record<string, unknown>) => string): void {
+  if (r.status >= 400) throw new Refused(r.status, r.json ?? r.text);
+  print(r.json ?? r.text, r.json ? summary(r.json as Record<string, unknown>) : undefined);
+}
+
+export function addCommands(cli: Command): void {
+  serverOption(cli.command('discover').description('print both discovery documents'))
+    .action(async (o: { server?: string }) => {
+      const server = o.server ?? (await lastServer());
+      const d = await new GuardClient({ server, retries: 2 }).discover(true);
+      print({ protected_resource: d.resource, authorization_server: d.authorizationServer }, `${d.resource.resource} guarded by ${d.authorizationServer.issuer}`);
+    });
+
+  serverOption(cli.command('login').description('discovery, registration (first time), token exchange'))
+    .option('--card <file>', 'institution card certificate (PEM)')
+    .option('--key <file>', 'the card key (PEM)')
+    .option('--attestation <kind>', 'software or tpm', (v) => {
+      if (v !== 'software' && v !== 'tpm') throw new InvalidArgumentError('software or tpm');
+      return v;
+    })
+    .option('--helper <addr>', 'attestation helper host:port (with --attestation tpm)')
+    .option('--helper-ca <file>', "CA of the helper's server certificate")
+    .option('--helper-cert <file>', 'client certificate for the helper')
+    .option('--helper-key <file>', 'key of that client certificate')
+    .option('--scope <scopes>', 'space-separated scopes (default: what the policy grants)')
+    .action(async (o: SessionOptions & { scope?: string }) =>
+      withSession(o, async (s) => {
+        const t = await s.login({ scope: o.scope });
+        const out = { client_id: s.guard.clientId, scope: t.scope, expires_at: new Date(t.expiresAt * 1000).toISOString(), attestation: s.status().attestation, ...(t.raw.svc_att_token ? { svc_att_token: true } : {}) };
+        print(out, `logged in to ${s.origin} as client ${s.guard.clientId} (${out.attestation}); scopes ${t.scope}; access token until ${out.expires_at}`);
+      }),
+    );
+
+  serverOption(cli.command('status').description('session state from the key store')).action(async (o: SessionOptions) =>
+    withSession(o, async (s) => {
+      const st = s.status();
+      print(st, st.logged_in ? `logged in to ${st.server} as ${st.client_id}, scopes ${st.scope}` : `not logged in to ${st.server}`);
+    }, false),
+  );
+
+  serverOption(cli.command('logout').description('revoke the session and forget its tokens and DPoP key')).action(async (o: SessionOptions) =>
+    withSession(o, async (s) => {
+      await s.logout();
+      print({ logged_out: s.origin }, `logged out of ${s.origin}`);
+    }, false),
+  );
+
+  serverOption(cli.command('get <path>').description('authenticated FHIR read, e.g. Slot/123 or metadata'))
+    .option('--xml', 'ask for XML')
+    .action(async (path: string, o: SessionOptions & { xml?: boolean }) =>
+      withSession(o, async (s) => answer(await fhirCall(s, 'GET', path, { xml: o.xml }), (j) => `${j.resourceType}/${j.id ?? ''}`)),
+    );
+
+  serverOption(cli.command('search <type> [params...]').description('authenticated FHIR search: search Slot status=free schedule=Schedule/1'))
+    .option('--xml', 'ask for XML')
+    .action(async (type: string, params: string[], o: SessionOptions & { xml?: boolean }) =>
+      withSession(o, async (s) => {
+        const q = new URLSearchParams();
+        for (const p of params) {
+          const i = p.indexOf('=');
+          if (i <= 0) throw new LocalError(`search parameter "${p}" must be name=value`);
+          q.append(p.slice(0, i), p.slice(i + 1));
+        }
+        answer(await fhirCall(s, 'GET', `${type}${q.size ? `?${q}` : ''}`, { xml: o.xml }), (j) => `${(j.entry as unknown[] | undefined)?.length ?? 0} ${type} entries${j.total !== undefined ? ` of ${j.total}` : ''}`);
+      }),
+    );
+
+  serverOption(cli.command('book').description('$book an appointment on a slot'))
+    .requiredOption('--slot <ref>', 'Slot/ID')
+    .option('--patient <ref>', 'Patient/ID')
+    .option('--patient-file <file>', 'a Patient resource (JSON) to book for')
+    .option('--async', 'asynchronous $book (Prefer: respond-async)')
+    .action(async (o: SessionOptions & { slot: string; patient?: string; patientFile?: string; async?: boolean }) =>
+      withSession(o, async (s) => {
+        if (!o.patient === !o.patientFile) throw new LocalError('pass exactly one of --patient Patient/ID and --patient-file FILE');
+        const slot = await fhirCall(s, 'GET', o.slot);
+        if (slot.status >= 400) throw new Refused(slot.status, slot.json ?? slot.text);
+        let patient = o.patient!;
+        if (o.patientFile) {
+          const created = await fhirCall(s, 'POST', 'Patient', { body: fs.readFileSync(o.patientFile, 'utf8') });
+          if (created.status >= 400) throw new Refused(created.status, created.json ?? created.text);
+          patient = `Patient/${(created.json as { id: string }).id}`;
+        }
+        const params = bookParameters({ ...(slot.json as { start?: string; end?: string }), id: o.slot.replace(/^Slot\//, '') }, patient);
+        const r = await fhirCall(s, 'POST', 'Appointment/$book', { body: JSON.stringify(params), prefer: o.async ? 'respond-async' : undefined });
+        if (o.async && r.status === 202) return print({ status: 202, location: r.headers['content-location'] ?? r.headers.location }, `accepted: poll ${r.headers['content-location'] ?? r.headers.location}`);
+        answer(r, (j) => `booked ${j.resourceType === 'Bundle' ? 'Appointment' : `${j.resourceType}/${j.id}`}`);
+      }),
+    );
+
+  serverOption(cli.command('cancel <appointment>').description('cancel an appointment (FHIRPath Patch status = cancelled)')).action(async (ref: string, o: SessionOptions) =>
+    withSession(o, async (s) => {
+      const patch = { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Appointment.status' }, { name: 'value', valueCode: 'cancelled' }] }] };
+      answer(await fhirCall(s, 'PATCH', ref, { body: JSON.stringify(patch) }), (j) => `${j.resourceType}/${j.id} is ${j.status}`);
+    }),
+  );
+
+  serverOption(cli.command('http <method> <path>').description('any authenticated request; prints status, headers and body'))
+    .option('--data <file>', 'request body from a file')
+    .option('--content-type <type>', 'content type of --data', 'application/fhir+json')
+    .action(async (method: string, path: string, o: SessionOptions & { data?: string; contentType: string }) =>
+      withSession(o, async (s) => {
+        const r = await fhirCall(s, method.toUpperCase(), path, { body: o.data ? fs.readFileSync(o.data, 'utf8') : undefined, contentType: o.contentType });
+        print({ status: r.status, headers: r.headers, body: r.json ?? r.text }, `${r.status}\n${r.text}`);
+        if (r.status >= 400) process.exitCode = 1;
+      }),
+    );
+
+  serverOption(cli.command('stress <scenario>').description(`load: ${SCENARIOS.join(', ')}; prints req/s and p50/p95/p99`))
+    .option('--duration <seconds>', 'how long', (v) => positive(v), 10)
+    .option('--concurrency <n>', 'parallel clients', (v) => positive(v), 4)
+    .option('--max-requests <n>', 'stop after this many requests', (v) => positive(v))
+    .option('--slot-search <query>', 'which slots search and book take (default: the free slots of the first Schedule)')
+    .action(async (scenario: string, o: SessionOptions & { duration: number; concurrency: number; maxRequests?: number; slotSearch?: string }) => {
+      if (!(SCENARIOS as readonly string[]).includes(scenario)) throw new LocalError(`unknown scenario ${scenario}: one of ${SCENARIOS.join(', ')}`);
+      await withSession(o, async (s) => {
+        const report = await runStress(s, scenario as (typeof SCENARIOS)[number], { durationSec: o.duration, concurrency: o.concurrency, maxRequests: o.maxRequests, slotSearch: o.slotSearch });
+        print(report, `${scenario}: ${report.requests} requests, ${report.rps} req/s, p50 ${report.p50_ms} ms, p95 ${report.p95_ms} ms, p99 ${report.p99_ms} ms, errors ${JSON.stringify(report.errors)}`);
+      });
+    });
+}
+
+function positive(v: string): number {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('a positive number');
+  return n;
+}
+
+async function lastServer(): Promise<string> {
+  const store = await KeyStore.open();
+  try {
+    if (!store.data.lastServer) throw new LocalError('no server known yet: pass --server URL');
+    return store.data.lastServer;
+  } finally {
+    store.close();
+  }
+}
+
+/** Prints a failure and returns the exit code: 1 when the server refused, 2 for local errors. */
+export async function report(err: unknown): Promise<number> {
+  if (err instanceof Refused || err instanceof GuardClientError) {
+    const status = err.status;
+    const body = err.body as { error?: string; error_description?: string; issue?: { diagnostics?: string; details?: { text?: string } }[] } | undefined;
+    const lines = [`terminus-client: the server answered ${status}`];
+    if (body?.error) lines.push(`error: ${body.error}${body.error_description ? `: ${body.error_description}` : ''}`);
+    for (const i of body?.issue ?? []) lines.push(`issue: ${i.diagnostics ?? i.details?.text ?? ''}`);
+    if (/htu/.test(body?.error_description ?? '')) lines.push('hint: the DPoP proof must name the server\'s PUBLIC_URL origin; `terminus-client discover` shows the origin it expects');
+    process.stderr.write(`${lines.join('\n')}\n`);
+    if (!process.stdout.isTTY && body !== undefined) process.stdout.write(`${JSON.stringify(body)}\n`);
+    return 1;
+  }
+  if (err instanceof KeyStoreError || err instanceof LocalError) {
+    process.stderr.write(`terminus-client: ${err.message}\n`);
+    return 2;
+  }
+  const e = err as NodeJS.ErrnoException;
+  process.stderr.write(`terminus-client: ${e?.message ?? String(err)}\n`);
+  return 2;
+}

@@ -1,0 +1,224 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import type { AttestationHelperClient } from '../attestation-helper';
+import { helperAttestor, softwareAttestor, type Attestor } from './attestor';
+import { ecKeyFrom, generateEcKey, type EcKey } from './crypto';
+import { backoffDelay, GuardClient, RETRYABLE, type Discovery, type TokenSet } from './guard-client';
+import { KeyStore, type ServerState } from './key-store';
+import { SoftwareCard } from './software-card';
+import { fetchTransport, type HttpTransport } from './transport';
+
+/** The attestation helper a TPM client logs in through (address and mutual-TLS files). */
+export interface HelperSettings {
+  address: string;
+  ca: string;
+  cert: string;
+  key: string;
+}
+
+export interface CreateClientOptions {
+  /** The repository's public origin (its PUBLIC_URL). */
+  server: string;
+  /** The institution card certificate and key: file paths or PEM text. */
+  card: string;
+  key: string;
+  /** Key store folder (default TERMINUS_CLIENT_HOME or ~/.terminus-client) and its password (default TERMINUS_CLIENT_PASSWORD). */
+  home?: string;
+  password?: string;
+  /** TPM attestation through this helper; default the software posture. */
+  helper?: HelperSettings;
+  transport?: HttpTransport;
+  retries?: number;
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  /** A key store the caller holds open (the CLI, for the whole command); else opened per write. */
+  store?: KeyStore;
+}
+
+/** Refresh this long before the access token expires. */
+const REFRESH_AHEAD_SEC = 30;
+
+const pemOrFile = (v: string) => (v.includes('-----BEGIN') ? v : fs.readFileSync(v, 'utf8'));
+
+/**
+ * A session with one repository: registration, token exchange and refresh through the guard, the
+ * state kept in the encrypted key store, and a `fetch` that signs every request (`Authorization:
+ * DPoP`, a fresh proof with `ath`). A 401 or 403 from the enforcement point is answered by a
+ * refresh, then by one full token exchange; 429/502/503/504 are retried with backoff.
+ */
+export class ClientSession {
+  private constructor(
+    readonly origin: string,
+    readonly guard: GuardClient,
+    private readonly card: SoftwareCard,
+    private readonly o: CreateClientOptions,
+    private readonly attestor: Attestor,
+    private readonly helperClient?: AttestationHelperClient,
+  ) {}
+
+  /** Another guard session of the same registered client (own tokens and DPoP key; not persisted): for load tests. */
+  async parallelSession(): Promise<{ guard: GuardClient; login: () => Promise<TokenSet> }> {
+    if (!this.guard.clientId) await this.login();
+    const guard = new GuardClient({ server: this.origin, transport: this.o.transport ?? fetchTransport(), clientKey: this.guard.clientKey, clientId: this.guard.clientId, attestor: this.attestor, discovery: this.guard.discoveryCache, retries: 0 });
+    return { guard, login: () => guard.login(this.card) };
+  }
+
+  static async open(o: CreateClientOptions): Promise<ClientSession> {
+    const origin = new URL(o.server).origin;
+    const card = new SoftwareCard(pemOrFile(o.card), pemOrFile(o.key));
+    const store = o.store ?? (await KeyStore.open({ home: o.home, password: o.password }));
+    try {
+      let clientKey: EcKey;
+      if (store.data.clientKey) clientKey = await ecKeyFrom(crypto.createPrivateKey({ key: store.data.clientKey as crypto.JsonWebKey, format: 'jwk' }));
+      else {
+        clientKey = await generateEcKey();
+        store.data.clientKey = clientKey.privateKey.export({ format: 'jwk' }) as ServerState['dpopKey'];
+        store.save();
+      }
+      const state = store.server(origin);
+      const helper = o.helper;
+      // gRPC is loaded only by clients that attest through the helper.
+      const helperClient = helper
+        ? new (await import('../attestation-helper')).AttestationHelperClient(helper.address, { ca: fs.readFileSync(helper.ca), cert: fs.readFileSync(helper.cert), key: fs.readFileSync(helper.key) })
+        : undefined;
+      const attestor: Attestor = helperClient ? helperAttestor(helperClient) : softwareAttestor();
+      // A registration belongs to its attestation type: switching types registers anew.
+      const sameType = state.attestationType === undefined || state.attestationType === attestor.attestationType;
+      let session: ClientSession | undefined;
+      const guard = new GuardClient({
+        server: origin,
+        transport: o.transport ?? fetchTransport(),
+        clientKey,
+        clientId: sameType ? state.clientId : undefined,
+        tokens: sameType ? await tokensOf(state) : undefined,
+        dpopKey: sameType && state.dpopKey ? await ecKeyFrom(crypto.createPrivateKey({ key: state.dpopKey as crypto.JsonWebKey, format: 'jwk' })) : undefined,
+        discovery: state.discovery as Discovery | undefined,
+        attestor,
+        retries: o.retries,
+        backoffMs: o.backoffMs,
+        maxBackoffMs: o.maxBackoffMs,
+        onChange: () => session?.persist(),
+      });
+      session = new ClientSession(origin, guard, card, o, attestor, helperClient);
+      return session;
+    } finally {
+      if (!o.store) store.close();
+    }
+  }
+
+  /** Writes the session into the key store: the held one, or opened (and locked) for this write. */
+  async persist(): Promise<void> {
+    const store = this.o.store ?? (await KeyStore.open({ home: this.o.home, password: this.o.password }));
+    try {
+      const g = this.guard;
+      const state = store.server(this.origin);
+      state.clientId = g.clientId;
+      state.attestationType = this.helperClient ? 'tpm' : 'software';
+      state.refreshToken = g.tokens?.refreshToken;
+      state.accessToken = g.tokens?.accessToken;
+      state.accessExpiresAt = g.tokens?.expiresAt;
+      state.scope = g.tokens?.scope;
+      state.dpopKey = g.tokens && g.dpopKey ? (g.dpopKey.privateKey.export({ format: 'jwk' }) as ServerState['dpopKey']) : undefined;
+      state.discovery = g.discoveryCache as ServerState['discovery'];
+      store.data.lastServer = this.origin;
+      store.save();
+    } finally {
+      if (!this.o.store) store.close();
+    }
+  }
+
+  /** Registration (first time per guard) and token exchange. */
+  login(o: { scope?: string } = {}): Promise<TokenSet> {
+    return this.guard.login(this.card, o);
+  }
+
+  /** A valid access token: refreshed ahead of expiry, concurrent callers share one refresh. */
+  accessToken(): Promise<string> {
+    return this.guard.ensureAccessToken(this.card, REFRESH_AHEAD_SEC);
+  }
+
+  /** Revokes the session at the guard and forgets its tokens and DPoP key. */
+  async logout(): Promise<void> {
+    try {
+      await this.guard.revoke();
+    } finally {
+      this.guard.tokens = undefined;
+      this.guard.dpopKey = undefined;
+      await this.persist();
+    }
+  }
+
+  /**
+   * fetch with `Authorization: DPoP <token>` and a fresh proof on every call: what any fetch-based
+   * FHIR client can use.
+   */
+  fetch = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const request = new Request(input, init);
+    const body = request.body ? Buffer.from(await request.arrayBuffer()) : undefined;
+    const retries = this.o.retries ?? 3;
+    let renewals = 0;
+    for (let attempt = 0; ; attempt++) {
+      const headers = new Headers(request.headers);
+      await this.sign(request.url, request.method, headers);
+      const res = await fetch(request.url, { method: request.method, headers, body, redirect: request.redirect, signal: init?.signal ?? undefined });
+      if ((res.status === 401 || res.status === 403) && renewals < 2) {
+        await res.body?.cancel();
+        // First a refresh; if the enforcement point still refuses, one full token exchange.
+        if (renewals++ === 0) await this.renew();
+        else await this.login();
+        continue;
+      }
+      if (RETRYABLE.includes(res.status) && attempt < retries) {
+        await res.body?.cancel();
+        await new Promise((r) => setTimeout(r, backoffDelay(attempt, res.headers.get('retry-after') ?? undefined, this.o.backoffMs ?? 200, this.o.maxBackoffMs ?? 30_000)));
+        continue;
+      }
+      return res;
+    }
+  };
+
+  /** fhir-kit-client's `requestSigner(url, requestInit)`: signs the request it is about to send. */
+  requestSigner = async (url: string, init: { method?: string; headers?: unknown }): Promise<void> => {
+    const headers = init.headers instanceof Headers ? init.headers : new Headers(init.headers as Record<string, string> | undefined);
+    await this.sign(url, init.method ?? 'GET', headers);
+    init.headers = headers;
+  };
+
+  private async sign(url: string, method: string, headers: Headers): Promise<void> {
+    const at = await this.accessToken();
+    headers.set('authorization', `DPoP ${at}`);
+    headers.set('dpop', await this.guard.proof(method, url, at));
+  }
+
+  private async renew(): Promise<void> {
+    if (this.guard.tokens) this.guard.tokens = { ...this.guard.tokens, expiresAt: 0 };
+    await this.accessToken();
+  }
+
+  /** What the key store knows about this session. */
+  status(): Record<string, unknown> {
+    const t = this.guard.tokens;
+    return {
+      server: this.origin,
+      client_id: this.guard.clientId ?? null,
+      attestation: this.helperClient ? 'tpm' : 'software',
+      logged_in: Boolean(t),
+      scope: t?.scope ?? null,
+      access_token_expires_at: t ? new Date(t.expiresAt * 1000).toISOString() : null,
+    };
+  }
+
+  close(): void {
+    this.helperClient?.close();
+  }
+}
+
+async function tokensOf(s: ServerState): Promise<TokenSet | undefined> {
+  if (!s.refreshToken || !s.accessToken || s.accessExpiresAt === undefined) return undefined;
+  return { accessToken: s.accessToken, refreshToken: s.refreshToken, expiresAt: s.accessExpiresAt, expiresIn: 0, scope: s.scope ?? '', raw: {} };
+}
+
+/** `createClient({server, card, key, home?, password?})` (CONTRACT 6): a session whose fetch logs in by itself on first use. */
+export function createClient(o: CreateClientOptions): Promise<ClientSession> {
+  return ClientSession.open(o);
+}
