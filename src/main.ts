@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import fs from 'node:fs';
+import path from 'node:path';
 import { ConfigError, loadConfig, type Config } from './config';
 import { createLogger } from './logger';
 import { openStore, startServer } from './server';
@@ -44,6 +46,7 @@ async function serve(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel);
   const server = await startServer(config);
   logger.info({ url: server.url, publicUrl: config.publicUrl, store: server.ctx.db.kind }, 'terminus listening');
+  logDevelopmentCards(config, logger);
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       logger.info({ signal }, 'shutting down: finishing in-flight requests');
@@ -54,6 +57,27 @@ async function serve(config: Config): Promise<number> {
   });
   logger.info('stopped');
   return 0;
+}
+
+/**
+ * Without CARD_TRUST_ANCHORS the embedded server trusts its generated development cards: say where
+ * they are and how the reference client logs in with them (README "Use it").
+ */
+function logDevelopmentCards(config: Config, logger: ReturnType<typeof createLogger>): void {
+  const dir = path.join(config.dataDir, 'dev-pki');
+  const list = path.join(dir, 'cards.json');
+  if (config.cardTrustAnchors || config.databaseUrl || !fs.existsSync(list)) return;
+  const cards = JSON.parse(fs.readFileSync(list, 'utf8')) as { cert: string; key: string; telematikId: string }[];
+  const first = cards[0];
+  logger.info(
+    {
+      publicUrl: config.publicUrl,
+      cards: cards.map((c) => ({ telematikId: c.telematikId, cert: path.join(dir, c.cert), key: path.join(dir, c.key) })),
+      repositoryOwners: config.repositoryOwners,
+    },
+    `development cards in ${dir}; log in with: TERMINUS_CLIENT_PASSWORD=… npx terminus-client login --server ${config.publicUrl} --card ${path.join(dir, first.cert)} --key ${path.join(dir, first.key)}` +
+      (config.repositoryOwners.includes(first.telematikId) ? '' : `; for management scopes start with REPOSITORY_OWNERS=${first.telematikId}`),
+  );
 }
 
 /**
