@@ -61,7 +61,14 @@ async function withSession<T>(o: SessionOptions, f: (s: ClientSession, store: Ke
     if (key) remembered.keyFile = key;
     remembered.helper = helper;
     session = await ClientSession.open({ server: origin, card: card ?? '', key: key ?? '', helper, store });
-    return await f(session, store);
+    try {
+      return await f(session, store);
+    } catch (err) {
+      // A proof for another origin than the server's PUBLIC_URL: name the origin it expects.
+      const expected = session.guard.discoveryCache?.resource.resource;
+      if ((err instanceof Refused || err instanceof GuardClientError) && expected) (err as { expectedOrigin?: string }).expectedOrigin = new URL(expected).origin;
+      throw err;
+    }
   } finally {
     session?.close();
     store.close();
@@ -78,6 +85,9 @@ function helperSettings(o: SessionOptions, remembered: HelperSettings | undefine
 }
 
 const serverOption = (c: Command) => c.option('--server <url>', 'the repository origin (PUBLIC_URL); default: the last one used');
+
+/** Commands that may log in by themselves take the card too (remembered per server after the first login). */
+const withCard = (c: Command) => serverOption(c).option('--card <file>', 'institution card certificate (PEM)').option('--key <file>', 'the card key (PEM)');
 
 async function fhirCall(s: ClientSession, method: string, path: string, o: { body?: string; contentType?: string; xml?: boolean; prefer?: string } = {}) {
   const base = `${s.origin}/fhir`;
@@ -145,13 +155,13 @@ export function addCommands(cli: Command): void {
     }, false),
   );
 
-  serverOption(cli.command('get <path>').description('authenticated FHIR read, e.g. Slot/123 or metadata'))
+  withCard(cli.command('get <path>').description('authenticated FHIR read, e.g. Slot/123 or metadata'))
     .option('--xml', 'ask for XML')
     .action(async (path: string, o: SessionOptions & { xml?: boolean }) =>
       withSession(o, async (s) => answer(await fhirCall(s, 'GET', path, { xml: o.xml }), (j) => `${j.resourceType}/${j.id ?? ''}`)),
     );
 
-  serverOption(cli.command('search <type> [params...]').description('authenticated FHIR search: search Slot status=free schedule=Schedule/1'))
+  withCard(cli.command('search <type> [params...]').description('authenticated FHIR search: search Slot status=free schedule=Schedule/1'))
     .option('--xml', 'ask for XML')
     .action(async (type: string, params: string[], o: SessionOptions & { xml?: boolean }) =>
       withSession(o, async (s) => {
@@ -165,7 +175,7 @@ export function addCommands(cli: Command): void {
       }),
     );
 
-  serverOption(cli.command('book').description('$book an appointment on a slot'))
+  withCard(cli.command('book').description('$book an appointment on a slot'))
     .requiredOption('--slot <ref>', 'Slot/ID')
     .option('--patient <ref>', 'Patient/ID')
     .option('--patient-file <file>', 'a Patient resource (JSON) to book for')
@@ -188,14 +198,14 @@ export function addCommands(cli: Command): void {
       }),
     );
 
-  serverOption(cli.command('cancel <appointment>').description('cancel an appointment (FHIRPath Patch status = cancelled)')).action(async (ref: string, o: SessionOptions) =>
+  withCard(cli.command('cancel <appointment>').description('cancel an appointment (FHIRPath Patch status = cancelled)')).action(async (ref: string, o: SessionOptions) =>
     withSession(o, async (s) => {
       const patch = { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Appointment.status' }, { name: 'value', valueCode: 'cancelled' }] }] };
       answer(await fhirCall(s, 'PATCH', ref, { body: JSON.stringify(patch) }), (j) => `${j.resourceType}/${j.id} is ${j.status}`);
     }),
   );
 
-  serverOption(cli.command('http <method> <path>').description('any authenticated request; prints status, headers and body'))
+  withCard(cli.command('http <method> <path>').description('any authenticated request; prints status, headers and body'))
     .option('--data <file>', 'request body from a file')
     .option('--content-type <type>', 'content type of --data', 'application/fhir+json')
     .action(async (method: string, path: string, o: SessionOptions & { data?: string; contentType: string }) =>
@@ -206,7 +216,7 @@ export function addCommands(cli: Command): void {
       }),
     );
 
-  serverOption(cli.command('stress <scenario>').description(`load: ${SCENARIOS.join(', ')}; prints req/s and p50/p95/p99`))
+  withCard(cli.command('stress <scenario>').description(`load: ${SCENARIOS.join(', ')}; prints req/s and p50/p95/p99`))
     .option('--duration <seconds>', 'how long', (v) => positive(v), 10)
     .option('--concurrency <n>', 'parallel clients', (v) => positive(v), 4)
     .option('--max-requests <n>', 'stop after this many requests', (v) => positive(v))
@@ -244,7 +254,10 @@ export async function report(err: unknown): Promise<number> {
     const lines = [`terminus-client: the server answered ${status}`];
     if (body?.error) lines.push(`error: ${body.error}${body.error_description ? `: ${body.error_description}` : ''}`);
     for (const i of body?.issue ?? []) lines.push(`issue: ${i.diagnostics ?? i.details?.text ?? ''}`);
-    if (/htu/.test(body?.error_description ?? '')) lines.push('hint: the DPoP proof must name the server\'s PUBLIC_URL origin; `terminus-client discover` shows the origin it expects');
+    if (/htu/.test(body?.error_description ?? '')) {
+      const expected = (err as { expectedOrigin?: string }).expectedOrigin;
+      lines.push(`hint: the server expects requests for the origin ${expected ?? 'of its PUBLIC_URL (see terminus-client discover)'}: pass --server ${expected ?? '<that origin>'}`);
+    }
     process.stderr.write(`${lines.join('\n')}\n`);
     if (!process.stdout.isTTY && body !== undefined) process.stdout.write(`${JSON.stringify(body)}\n`);
     return 1;

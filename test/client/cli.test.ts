@@ -179,6 +179,15 @@ test('a guard URL that moved (404): discovery again, then success', async () => 
   after.close();
 });
 
+test('a request for another origin than PUBLIC_URL: exit 1, the guard error and the origin the server expects', async () => {
+  // The server's own listener, not the origin its PUBLIC_URL names (the proxy in front of it).
+  const other = server.url;
+  const r = await cli(['get', 'Schedule', '--server', other, ...card()]);
+  expect(r.code).toBe(1);
+  expect(r.stderr).toMatch(/invalid_(token|dpop_proof)/);
+  expect(r.stderr).toContain(`expects requests for the origin ${origin}`);
+});
+
 test('logout revokes the refresh token at the server; a second login reuses the registration', async () => {
   const out = await cli(['logout']);
   expect(out.code).toBe(0);
