@@ -65,13 +65,13 @@ interface Run {
   ms: number;
 }
 
-function cli(args: string[], o: { password?: string } = {}): Promise<Run> {
+function cli(args: string[], o: { password?: string; home?: string } = {}): Promise<Run> {
   const t0 = Date.now();
   return new Promise((resolve) => {
     execFile(
       process.execPath,
       ['--import', 'tsx', 'src/client/cli.ts', ...args],
-      { env: { ...process.env, NODE_OPTIONS: '', TERMINUS_CLIENT_HOME: home, TERMINUS_CLIENT_PASSWORD: o.password ?? PASSWORD }, timeout: 120_000 },
+      { env: { ...process.env, NODE_OPTIONS: '', TERMINUS_CLIENT_HOME: o.home ?? home, TERMINUS_CLIENT_PASSWORD: o.password ?? PASSWORD }, timeout: 120_000 },
       (err, stdout, stderr) => {
         let json: unknown;
         try {
@@ -182,7 +182,8 @@ test('a guard URL that moved (404): discovery again, then success', async () => 
 test('a request for another origin than PUBLIC_URL: exit 1, the guard error and the origin the server expects', async () => {
   // The server's own listener, not the origin its PUBLIC_URL names (the proxy in front of it).
   const other = server.url;
-  const r = await cli(['get', 'Schedule', '--server', other, ...card()]);
+  // A key store of its own: one client key registers once per guard, whatever origin reaches it.
+  const r = await cli(['get', 'Schedule', '--server', other, ...card()], { home: path.join(dir, 'other-home') });
   expect(r.code).toBe(1);
   expect(r.stderr).toMatch(/invalid_(token|dpop_proof)/);
   expect(r.stderr).toContain(`expects requests for the origin ${origin}`);
