@@ -7,6 +7,7 @@ import { benchPep } from './pep';
 import { benchSearch } from './search';
 import { benchSubscriptions } from './subscriptions';
 import { benchTpm } from './tpm';
+import { benchClient } from './client';
 
 /**
  * `npm run bench [name...]`: runs the named benchmarks (all by default) and rewrites their
@@ -18,6 +19,7 @@ const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
   guard: { title: 'Access guard: discovery, nonce, token exchange, refresh (issue 5)', run: benchGuard },
   subscriptions: { title: 'Subscriptions: fan-out of one event to 1,000 rest-hook subscriptions (issue 4)', run: benchSubscriptions },
   pep: { title: 'Enforcement point: guarded vs unguarded slot search (issue 6)', run: benchPep },
+  client: { title: 'Reference client: stress search and book through the library, client overhead per request (issue 11)', run: benchClient },
   tpm: { title: 'Hardware attestation: TPM registration and token exchange beside the software posture (issue 10)', run: benchTpm },
   compare: { title: 'This tree against a baseline revision: enforcement point and search (same run)', run: benchCompare },
 };
