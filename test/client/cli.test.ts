@@ -212,6 +212,21 @@ test('stress search and book: bounded, p50/p95/p99, errors by status', async () 
   }
 });
 
+test('the guard forgot the client (401 at the token endpoint): one fresh registration, then success', async () => {
+  const store = await KeyStore.open({ home, password: PASSWORD });
+  const oldClient = store.server(origin).clientId!;
+  store.server(origin).accessExpiresAt = 0;
+  store.server(origin).refreshToken = 'unknown';
+  store.save();
+  store.close();
+  await server.ctx.db.query('DELETE FROM guard_client WHERE client_id = $1', [oldClient]);
+  const r = await cli(['search', 'Schedule', '_count=1']);
+  expect(r.code).toBe(0);
+  const status = await cli(['status']);
+  expect(status.json.client_id).not.toBe(oldClient);
+  clientId = status.json.client_id;
+});
+
 test('usage errors exit 2; --version and --help exit 0', async () => {
   expect((await cli(['search'])).code).toBe(2);
   expect((await cli(['book', '--slot', 'Slot/x'])).code).toBe(2);
@@ -234,6 +249,13 @@ test('the library: fhir-kit-client reads and searches through the session (reque
     expect(slot.resourceType).toBe('Slot');
     const res = await session.fetch(`${origin}/fhir/Schedule?_count=1`);
     expect(res.status).toBe(200);
+    // Concurrent calls with an expired access token share one refresh.
+    const sid = async () => (await server.ctx.db.query<{ n: string }>('SELECT count(*)::text AS n FROM guard_refresh_token')).rows[0].n;
+    session.guard.tokens = { ...session.guard.tokens!, expiresAt: 0 };
+    const before = Number(await sid());
+    const answers = await Promise.all(Array.from({ length: 5 }, () => session.fetch(`${origin}/fhir/Schedule?_count=1`)));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(Number(await sid())).toBe(before + 1);
     const proofs = new Set<string>();
     for (let i = 0; i < 2; i++) {
       const h = new Headers();

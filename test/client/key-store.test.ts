@@ -1,0 +1,78 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { KeyStore, KeyStoreError } from '../../src/client';
+
+/** The reference client's key store (CONTRACT 6, issue 11 point 2), in process. */
+let home: string;
+beforeEach(() => {
+  home = fs.mkdtempSync(path.join(os.tmpdir(), 'keystore-'));
+});
+afterEach(() => fs.rmSync(home, { recursive: true, force: true }));
+
+const open = (password = 'pw', lockTimeoutMs?: number) => KeyStore.open({ home, password, lockTimeoutMs });
+
+test('round trip; a corrupted or foreign file is refused with a clear message and left untouched', async () => {
+  const s = await open();
+  s.server('http://a.example').clientId = 'c-1';
+  s.save();
+  s.close();
+  const again = await open();
+  expect(again.data.servers['http://a.example'].clientId).toBe('c-1');
+  again.close();
+  const file = path.join(home, 'keystore.json');
+  const envelope = JSON.parse(fs.readFileSync(file, 'utf8'));
+  envelope.data = Buffer.from('tampered').toString('base64');
+  fs.writeFileSync(file, JSON.stringify(envelope));
+  const corrupted = fs.readFileSync(file);
+  await expect(open()).rejects.toThrow(KeyStoreError);
+  await expect(open()).rejects.toThrow(/wrong TERMINUS_CLIENT_PASSWORD, or the key store is corrupted/);
+  expect(fs.readFileSync(file).equals(corrupted)).toBe(true);
+  fs.writeFileSync(file, '{"some":"other tool"}');
+  await expect(open()).rejects.toThrow(/not a terminus-client key store/);
+  fs.writeFileSync(file, 'garbage');
+  await expect(open()).rejects.toThrow(/not a terminus-client key store/);
+  expect(fs.readFileSync(file, 'utf8')).toBe('garbage');
+});
+
+test('no password: a clear error', async () => {
+  const saved = process.env.TERMINUS_CLIENT_PASSWORD;
+  delete process.env.TERMINUS_CLIENT_PASSWORD;
+  try {
+    await expect(KeyStore.open({ home })).rejects.toThrow(/TERMINUS_CLIENT_PASSWORD must be set/);
+  } finally {
+    if (saved !== undefined) process.env.TERMINUS_CLIENT_PASSWORD = saved;
+  }
+});
+
+test('the lock: a second opener waits for the first; a lock left by a dead process is taken over; a held lock times out', async () => {
+  const first = await open();
+  let secondOpened = false;
+  const second = open().then((s) => {
+    secondOpened = true;
+    return s;
+  });
+  await new Promise((r) => setTimeout(r, 300));
+  expect(secondOpened).toBe(false);
+  first.server('x').clientId = 'from-first';
+  first.save();
+  first.close();
+  const s2 = await second;
+  expect(s2.data.servers.x.clientId).toBe('from-first');
+  await expect(open('pw', 200)).rejects.toThrow(/locked by process/);
+  s2.close();
+  fs.writeFileSync(path.join(home, 'keystore.json.lock'), '999999999');
+  const taken = await open('pw', 2000);
+  taken.close();
+});
+
+test('writes are atomic: no temporary file is left, the mode stays 600', async () => {
+  const s = await open();
+  for (let i = 0; i < 3; i++) {
+    s.server('x').refreshToken = `r-${i}`;
+    s.save();
+  }
+  s.close();
+  expect(fs.readdirSync(home)).toEqual(['keystore.json']);
+  expect(fs.statSync(path.join(home, 'keystore.json')).mode & 0o777).toBe(0o600);
+});
