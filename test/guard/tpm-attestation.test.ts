@@ -220,6 +220,40 @@ describe('registration (attestation_type tpm)', () => {
   });
 });
 
+test('hostile registration and verify bodies: 400 or 404 with an error code, never a 500', async () => {
+  const body = await rsa.registrationBody(await generateEcKey());
+  const ak = Buffer.from(body.puk_ak_sig as string, 'base64');
+  const variants: unknown[] = [
+    { ...body, puk_ek_enc: { kty: 'EC', crv: 'P-256', x: 'AA', y: 'AA' } },
+    { ...body, puk_ek_enc: { kty: 'RSA', n: 'AQAB', e: 'AQAB' } },
+    { ...body, puk_ek_enc: { kty: 'RSA', n: Buffer.alloc(256, 1).toString('base64url'), e: 'AAAAAAAA' } },
+    { ...body, puk_ek_enc: { kty: 'oct' } },
+    { ...body, puk_ek_enc: 42 },
+    { ...body, puk_ek_enc: '' },
+    { ...body, puk_ak_sig: Buffer.from([0, 0]).toString('base64') },
+    { ...body, puk_ak_sig: Buffer.concat([Buffer.from([0xff, 0xff]), ak.subarray(2)]).toString('base64') },
+    { ...body, c_ek_enc: Buffer.from('not a certificate').toString('base64') },
+    { ...body, c_ek_enc: '%%%' },
+    { ...body, tpm_ek_certificate_chain: 'x' },
+    { ...body, tpm_ek_certificate_chain: [Buffer.from('junk').toString('base64')] },
+    { ...body, signed_hash_puk_client_sig: 'AAAA' },
+    { ...body, signed_hash_puk_client_sig: 'A'.repeat(20_000) },
+    { ...body, puk_client_sig: { kty: 'EC' } },
+  ];
+  for (const v of variants) {
+    const r = await register(v);
+    expect([400, 409]).toContain(r.status);
+    expect(r.body.error).toEqual(expect.any(String));
+  }
+  for (const v of [[], null, 'x', { transaction_id: 5 }, { transaction_id: crypto.randomUUID(), verify_type: 5 }, { transaction_id: crypto.randomUUID(), verify_type: 'tpm_activation', tpm_decrypted_secret: 'A'.repeat(5000) }]) {
+    const r = await verify(v);
+    expect([400, 404]).toContain(r.status);
+    expect(r.body.error).toEqual(expect.any(String));
+  }
+  const raw = await request(h.app).post('/svc/v1/register/verify').set('content-type', 'application/json').send('{"transaction_id":');
+  expect(raw.status).toBe(400);
+});
+
 describe('token exchange with a TPM posture', () => {
   const tpmStatement = (posture: Record<string, unknown>) => (s: Record<string, unknown>) => ({ ...s, posture_type: 'tpm', posture });
 

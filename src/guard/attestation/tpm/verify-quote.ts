@@ -46,7 +46,7 @@ function signatureIsByTheAk(ak: TpmPublic, attest: QuoteAttest, sig: TpmSignatur
   if (sig.sigAlg !== ak.scheme.alg || sig.hashAlg !== ak.scheme.hashAlg) throw new QuoteError('tpm_quote is not signed with the scheme of the registered AK');
   const hash = hashOf(sig.hashAlg, 'quote signature').name;
   const key = tpmPublicKey(ak);
-  let ok: boolean;
+  let ok = false;
   if (sig.ecdsa) {
     const size = TPM_CURVES.get(ak.ecc!.curveId)!.size;
     if (sig.ecdsa.r.length > size || sig.ecdsa.s.length > size) throw new QuoteError('tpm_quote signature values are too long');
@@ -54,7 +54,11 @@ function signatureIsByTheAk(ak: TpmPublic, attest: QuoteAttest, sig: TpmSignatur
     ok = crypto.verify(hash, attest.raw, { key, dsaEncoding: 'ieee-p1363' }, Buffer.concat([pad(sig.ecdsa.r), pad(sig.ecdsa.s)]));
   } else {
     const padding = sig.sigAlg === TPM_ALG.RSAPSS ? crypto.constants.RSA_PKCS1_PSS_PADDING : crypto.constants.RSA_PKCS1_PADDING;
-    ok = crypto.verify(hash, attest.raw, { key, padding, saltLength: crypto.constants.RSA_PSS_SALTLEN_AUTO }, sig.rsa!);
+    try {
+      ok = crypto.verify(hash, attest.raw, { key, padding, saltLength: crypto.constants.RSA_PSS_SALTLEN_AUTO }, sig.rsa!);
+    } catch {
+      ok = false; // a signature of the wrong length
+    }
   }
   if (!ok) throw new QuoteError('tpm_quote signature does not verify with the registered AK');
 }
