@@ -16,6 +16,7 @@ COPY package.json ./
 COPY migrations ./migrations
 COPY fhir-profiles ./fhir-profiles
 COPY policies ./policies
+COPY proto ./proto
 COPY subscriptions ./subscriptions
 COPY fixtures ./fixtures
 USER node
