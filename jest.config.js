@@ -18,10 +18,16 @@ const project = (displayName, setupFiles, testPathIgnorePatterns = []) => ({
 const embedded = project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded.ts']);
 
 /**
- * Client-side processes (the CLI as a child process, the attestation helper) do not depend on how
- * the server keeps its state beyond PostgreSQL vs PGlite: the two mixed projects skip them.
+ * Client-side processes (the CLI as a child process, the attestation helper) and the TPM and card
+ * PKI checks (a real swtpm, openssl ocsp) do not depend on how the server keeps its shared state
+ * beyond PostgreSQL vs PGlite: the two mixed projects skip them.
  */
-const CLIENT_SIDE = ['<rootDir>/test/client/cli\\.test\\.ts', '<rootDir>/test/attestation-helper/'];
+const CLIENT_SIDE = [
+  '<rootDir>/test/client/cli\\.test\\.ts',
+  '<rootDir>/test/attestation-helper/',
+  '<rootDir>/test/guard/tpm-attestation\\.test\\.ts',
+  '<rootDir>/test/guard/card-pki\\.test\\.ts',
+];
 
 /** @type {import('jest').Config} */
 module.exports = {

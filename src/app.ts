@@ -19,7 +19,7 @@ import {
   upstreamProxy,
 } from './guard';
 import { Jobs } from './jobs';
-import type { WriteInterceptor } from './store';
+import { StoreUnavailable, type WriteInterceptor } from './store';
 import { subscriptionInterceptors, Subscriptions, type DispatcherSettings } from './subscriptions';
 
 /** The parts of one application, composed here and nowhere else; two in one process share nothing. */
@@ -109,6 +109,11 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv): Express {
     if (redisUnavailable(ctx, err)) {
       ctx.logger.warn({ requestId: correlationId, url: req.originalUrl }, 'request failed: redis unavailable');
       if (!res.headersSent) sendGuardError(res, ctx.config.publicUrl, new TemporarilyUnavailable('shared guard state (Redis) is unavailable; retry later'));
+      return;
+    }
+    if (err instanceof StoreUnavailable) {
+      ctx.logger.warn({ requestId: correlationId, url: req.originalUrl, err: err.message }, 'request failed: database unavailable');
+      if (!res.headersSent) sendGuardError(res, ctx.config.publicUrl, new TemporarilyUnavailable('the database is unavailable; retry later', { headers: { 'Retry-After': '5' } }));
       return;
     }
     ctx.logger.error({ err, requestId: correlationId, url: req.originalUrl }, 'unhandled error');

@@ -3,7 +3,7 @@ import { Router, type NextFunction, type Request, type Response } from 'express'
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import type { Jobs } from '../jobs';
-import { Repository, type WriteInterceptor } from '../store';
+import { Repository, StoreUnavailable, type WriteInterceptor } from '../store';
 import { BODY_LIMIT, fhirBodyText, parsedBody } from './body';
 import { FHIR_JSON, FHIR_XML, FhirFormatError, MalformedUrl, negotiateFormat, parseJson, pathSegments, queryPairs, toXml } from '../model';
 import { handle } from './interactions';
@@ -67,8 +67,14 @@ export function fhirRouter(ctx: AppContext, env: FhirEnv): Router {
  */
 const WHOLE_BODY = '$this';
 
+/** Seconds a client waits before it retries while the database is away. */
+const STORE_RETRY_AFTER_SEC = '5';
+
 function toOutcomeError(err: unknown): OperationOutcomeError | undefined {
   if (err instanceof OperationOutcomeError) return err;
+  if (err instanceof StoreUnavailable) {
+    return new OperationOutcomeError(503, [issue('transient', 'The database is unavailable; retry later')], { 'Retry-After': STORE_RETRY_AFTER_SEC });
+  }
   if (err instanceof FhirFormatError) {
     const expression = err.expression ?? (err.status === 400 && !(err instanceof MalformedUrl) ? WHOLE_BODY : undefined);
     return new OperationOutcomeError(err.status, [issue(err.code as 'structure', err.message, expression)]);

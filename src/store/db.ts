@@ -52,6 +52,33 @@ export const SqlState = {
   deadlockDetected: '40P01',
 } as const;
 
+/**
+ * The database cannot be reached or dropped the connection (not a bug, not bad input): callers
+ * answer 503 with Retry-After, and the pool opens a new connection for the next request.
+ */
+export class StoreUnavailable extends Error {
+  readonly code = 'store_unavailable';
+  constructor(override readonly cause: unknown) {
+    super(`database unavailable: ${cause instanceof Error ? cause.message : String(cause)}`);
+  }
+}
+
+/** SQLSTATE classes and driver errors that mean "no database right now" rather than "this statement failed". */
+function isConnectionFailure(err: unknown): boolean {
+  const state = sqlState(err);
+  if (state && (/^08/.test(state) || ['57P01', '57P02', '57P03', '53300'].includes(state))) return true;
+  const message = err instanceof Error ? err.message : '';
+  const code = (err as { code?: unknown })?.code;
+  return (
+    ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH'].includes(String(code)) ||
+    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection ended unexpectedly/.test(message)
+  );
+}
+
+function unavailableOr(err: unknown): unknown {
+  return isConnectionFailure(err) ? new StoreUnavailable(err) : err;
+}
+
 export function sqlState(err: unknown): string | undefined {
   return typeof err === 'object' && err !== null && 'code' in err ? String((err as { code: unknown }).code) : undefined;
 }
@@ -151,15 +178,35 @@ function processAlive(pid: number): boolean {
 class PgDb implements Db {
   readonly kind = 'pg' as const;
   readonly inTransaction = false;
-  constructor(private readonly pool: Pool) {}
+  constructor(private readonly pool: Pool) {
+    // An idle connection that the server drops (restart, pg_terminate_backend, a network cut)
+    // emits 'error' on the pool: without a listener that event would end the process. The pool has
+    // already discarded the connection; the next query opens a new one.
+    pool.on('error', () => undefined);
+  }
 
   async query<T>(sql: string, params: unknown[] = [], opts: QueryOptions = {}): Promise<QueryResult<T>> {
-    const r = await this.pool.query(opts.prepare ? { name: statementName(sql), text: sql, values: params } : { text: sql, values: params });
-    return { rows: r.rows as T[], rowCount: r.rowCount ?? 0 };
+    try {
+      const r = await this.pool.query(opts.prepare ? { name: statementName(sql), text: sql, values: params } : { text: sql, values: params });
+      return { rows: r.rows as T[], rowCount: r.rowCount ?? 0 };
+    } catch (err) {
+      throw unavailableOr(err);
+    }
   }
 
   async transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    let client: PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw unavailableOr(err);
+    }
+    // A checked-out connection is ours to watch: a drop between two statements emits 'error' on it.
+    let broken: unknown;
+    const onError = (err: unknown) => {
+      broken = err;
+    };
+    client.on('error', onError);
     try {
       await client.query('BEGIN');
       const result = await fn(new PgTxDb(client));
@@ -167,9 +214,12 @@ class PgDb implements Db {
       return result;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
+      broken ??= isConnectionFailure(err) ? err : undefined;
+      throw unavailableOr(err);
     } finally {
-      client.release();
+      client.off('error', onError);
+      // A connection that failed is destroyed, not handed to the next request.
+      client.release(broken instanceof Error ? broken : broken ? new Error(String(broken)) : undefined);
     }
   }
 
