@@ -97,6 +97,22 @@ describe('hostile input', () => {
     ],
     ['a FHIRPath Patch with parameter [null]', fhirPathPatch([null]), 400, 'structure', 'Parameters.parameter[0]'],
     ['a FHIRPath Patch with parameter an object', fhirPathPatch({}), 400, 'structure', 'Parameters.parameter'],
+    // Issue 16 fuzz findings, replayed.
+    ['a NUL in a search value', get('/fhir/Slot?_id=%00'), 400, 'invalid'],
+    ['a NUL inside a search value', get('/fhir/Patient?family=a%00b'), 400, 'invalid'],
+    ['a query parameter without a name, XML asked for', get('/fhir/Slot?=&_format=xml'), 400, 'invalid'],
+    ['a primitive extension that is a string', post('/fhir/Patient', '{"resourceType":"Patient","_gender":"x"}'), 400, 'structure', 'Patient._gender'],
+    ['a repeating primitive extension that is a string', post('/fhir/Patient', '{"resourceType":"Patient","name":[{"given":["a"],"_given":"x"}]}'), 400, 'structure', 'Patient.name[0]._given'],
+    ['identifiers that are numbers', post('/fhir/Patient', '{"resourceType":"Patient","identifier":[1,2,3]}'), 400, 'structure', 'Patient.identifier[0]'],
+    ['a Reference that is a string', post('/fhir/Patient', '{"resourceType":"Patient","generalPractitioner":["Practitioner/1"]}'), 400, 'structure', 'Patient.generalPractitioner[0]'],
+    [
+      '$book with _status a string',
+      post('/fhir/Appointment/$book', bookParameters([{ name: 'appt-resource', resource: { resourceType: 'Appointment', status: 'proposed', _status: 'x', start: '2027-01-01T10:00:00Z', end: '2027-01-01T10:30:00Z', slot: [{ reference: 'Slot/s1' }], participant: [{ actor: { reference: 'Patient/p1' }, status: 'accepted' }] } }])),
+      400,
+      'structure',
+    ],
+    ['a FHIRPath Patch whose part is an object', fhirPathPatch([{ name: 'operation', part: { name: 'type', valueCode: 'replace' } }]), 400, 'structure'],
+    ['a FHIRPath Patch whose part is [null]', fhirPathPatch([{ name: 'operation', part: [null] }]), 400, 'structure'],
     [
       'a JSON Patch adding __proto__',
       () => request(app).patch('/fhir/Patient/p1').set('Content-Type', 'application/json-patch+json').send('[{"op":"add","path":"/__proto__","value":{"x":1}}]'),

@@ -58,10 +58,24 @@ const TYPES = new Set<OperationType>(['add', 'insert', 'delete', 'replace', 'mov
 const FORBIDDEN_FUNCTIONS = /\b(descendants|repeat|trace|aggregate)\s*\(/;
 const MAX_PATH = 1000;
 
+/** `part` of a parameter: absent, or an array of objects with a string name (R4 Parameters). */
+function partsOf(p: ParametersParameter, where: string): ParametersParameter[] {
+  const parts: unknown = p.part;
+  if (parts === undefined) return [];
+  if (!Array.isArray(parts)) throw malformed(`${where}.part must be an array`, `${where}.part`, 'structure');
+  parts.forEach((part, j) => {
+    if (!isObject(part)) throw malformed(`${where}.part[${j}] must be an object`, `${where}.part[${j}]`, 'structure');
+    if ((part as { name?: unknown }).name !== undefined && typeof (part as { name?: unknown }).name !== 'string') {
+      throw malformed(`${where}.part[${j}].name must be a string`, `${where}.part[${j}].name`, 'structure');
+    }
+  });
+  return parts as ParametersParameter[];
+}
+
 function readOperation(p: ParametersParameter, i: number): Operation {
   const where = `Parameters.parameter[${i}]`;
   const parts = new Map<string, ParametersParameter>();
-  for (const part of p.part ?? []) {
+  for (const part of partsOf(p, where)) {
     if (!part.name) throw malformed(`${where}: a part without name`, `${where}.part`);
     if (parts.has(part.name)) throw malformed(`${where}: part "${part.name}" given twice`, `${where}.part`);
     parts.set(part.name, part);
@@ -101,11 +115,12 @@ function readValue(part: ParametersParameter, where: string): { value: unknown; 
   if (keys.length > 1) throw malformed(`${where}: more than one value[x]`, where);
   if (keys.length === 1) return { value: (part as unknown as Record<string, unknown>)[keys[0]], type: typeName(keys[0].slice(5)) };
   if (part.resource) return { value: part.resource, type: part.resource.resourceType };
-  if (part.part?.length) {
+  const subParts = partsOf(part, where);
+  if (subParts.length) {
     // A Map: a part named `__proto__` or `constructor` is a name like any other here (the
     // validator then refuses it as an element).
     const obj = new Map<string, unknown[]>();
-    for (const sub of part.part) {
+    for (const sub of subParts) {
       if (!sub.name) throw malformed(`${where}: a part without name`, where);
       const values = obj.get(sub.name) ?? [];
       values.push(readValue(sub, `${where}.part.where(name='${sub.name}')`).value);

@@ -2,6 +2,7 @@ import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 import { validateBaseR4, ensureBaseDefinitions } from './base-r4';
 import { evaluateDifferential } from './differential';
 import { isError, type Finding } from './finding';
+import { checkElementShapes } from './element-shapes';
 import { checkJsonRules, checkPropertyNames, checkResourceShape } from './json-syntax';
 import { withComparableInstants } from './comparable-instants';
 import { allProfiles, profile } from './profile-registry';
@@ -37,6 +38,9 @@ export function validateResource(resource: unknown, opts: ValidateOptions = {}):
   const original = resource as Resource;
   const names = checkPropertyNames(original as unknown as Record<string, unknown>);
   if (names.length) return failed(names);
+  // Before medplum: it stores some wrong shapes and throws on others.
+  const shapes = checkElementShapes(original as unknown as Record<string, unknown>);
+  if (shapes.length) return failed(shapes);
   const syntax = checkJsonRules(original as unknown as Record<string, unknown>);
   const comparable = withComparableInstants(original);
   const base = validateBaseR4(comparable);

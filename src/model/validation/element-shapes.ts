@@ -1,0 +1,78 @@
+import { tryGetDataType, type InternalTypeSchema } from '../../shared/medplum';
+import { syntaxError, type Finding } from './finding';
+
+/** More findings than this say nothing new: the body is the wrong shape. */
+const MAX_FINDINGS = 20;
+
+/**
+ * JSON shapes medplum's validator does not enforce (it lets `identifier: [1, 2, 3]` through, so an
+ * unreadable resource got stored) or crashes on (`_gender: "x"`): every element of a complex type
+ * is a JSON object, and every primitive's extension sibling `_name` is an object or null, or for
+ * repeating primitives an array of them (R4 json.html "Representing primitive elements").
+ * Driven by the R4 type schema; unknown elements are left to the validator.
+ */
+export function checkElementShapes(resource: Record<string, unknown>): Finding[] {
+  const findings: Finding[] = [];
+  const schema = tryGetDataType(String(resource.resourceType));
+  if (schema) walk(resource, schema, String(resource.resourceType), findings, 0);
+  return findings;
+}
+
+function walk(value: Record<string, unknown>, schema: InternalTypeSchema, path: string, findings: Finding[], depth: number): void {
+  if (depth > 64) return;
+  for (const [key, child] of Object.entries(value)) {
+    if (findings.length >= MAX_FINDINGS) return;
+    if (key === 'resourceType' || child === undefined) continue;
+    const where = `${path}.${key}`;
+    if (key.startsWith('_')) {
+      primitiveExtensionIsObject(child, where, findings);
+      continue;
+    }
+    const code = typeCode(schema, key);
+    if (!code || !isComplex(code)) continue;
+    const items = Array.isArray(child) ? child : [child];
+    items.forEach((item, i) => {
+      const at = Array.isArray(child) ? `${where}[${i}]` : where;
+      if (item === null || typeof item !== 'object' || Array.isArray(item)) {
+        findings.push(syntaxError(at, `${at} must be a JSON object (type ${code}), got ${Array.isArray(item) ? 'an array' : item === null ? 'null' : typeof item}`));
+        return;
+      }
+      const inner = innerSchema(schema, key, code, item as Record<string, unknown>);
+      if (inner) walk(item as Record<string, unknown>, inner, at, findings, depth + 1);
+    });
+  }
+}
+
+function primitiveExtensionIsObject(child: unknown, where: string, findings: Finding[]): void {
+  const ok = (v: unknown) => v === null || (typeof v === 'object' && !Array.isArray(v));
+  if (Array.isArray(child) ? child.every(ok) : ok(child)) return;
+  findings.push(syntaxError(where, `${where} must be an object holding id and extensions (or an array of them for a repeating element)`));
+}
+
+/** The type code of a property: a plain element, or one choice of a `[x]` element (valueQuantity). */
+function typeCode(schema: InternalTypeSchema, key: string): string | undefined {
+  const element = schema.elements[key];
+  if (element) return element.type.length === 1 ? element.type[0].code : undefined;
+  for (const [name, el] of Object.entries(schema.elements)) {
+    if (!name.endsWith('[x]')) continue;
+    const base = name.slice(0, -3);
+    if (!key.startsWith(base)) continue;
+    const t = el.type.find((x) => base + x.code.charAt(0).toUpperCase() + x.code.slice(1) === key);
+    if (t) return t.code;
+  }
+  return undefined;
+}
+
+/** Complex types start with a capital letter (Identifier, BackboneElement, Resource); primitives do not. */
+function isComplex(code: string): boolean {
+  return /^[A-Z]/.test(code);
+}
+
+function innerSchema(schema: InternalTypeSchema, key: string, code: string, item: Record<string, unknown>): InternalTypeSchema | undefined {
+  if (code === 'BackboneElement' || code === 'Element') {
+    const path = `${schema.path || schema.type}.${key}`;
+    return schema.innerTypes.find((t) => t.path === path || t.name === path);
+  }
+  if (code === 'Resource') return typeof item.resourceType === 'string' ? tryGetDataType(item.resourceType) : undefined;
+  return tryGetDataType(code);
+}
