@@ -57,7 +57,8 @@ export function defaultHome(): string {
 export class KeyStore {
   private constructor(
     readonly home: string,
-    private readonly password: string,
+    /** scrypt(password, salt): derived once per open, not on every save. */
+    private readonly key: Buffer,
     private readonly salt: Buffer,
     private readonly lock: () => void,
     public data: StoreData,
@@ -72,9 +73,12 @@ export class KeyStore {
     const release = await acquireLock(path.join(home, `${FILE}.lock`), o.lockTimeoutMs ?? 60_000);
     try {
       const file = path.join(home, FILE);
-      if (!fs.existsSync(file)) return new KeyStore(home, password, crypto.randomBytes(16), release, { servers: {} });
-      const { data, salt } = decrypt(fs.readFileSync(file), password);
-      return new KeyStore(home, password, salt, release, data);
+      if (!fs.existsSync(file)) {
+        const salt = crypto.randomBytes(16);
+        return new KeyStore(home, crypto.scryptSync(password, salt, 32, SCRYPT), salt, release, { servers: {} });
+      }
+      const { data, salt, key } = decrypt(fs.readFileSync(file), password);
+      return new KeyStore(home, key, salt, release, data);
     } catch (err) {
       release();
       throw err;
@@ -92,9 +96,8 @@ export class KeyStore {
 
   /** Writes atomically: temp file (mode 600) then rename. */
   save(): void {
-    const key = crypto.scryptSync(this.password, this.salt, 32, SCRYPT);
     const iv = crypto.randomBytes(12);
-    const cipher = crypto.createCipheriv('aes-256-gcm', key, iv);
+    const cipher = crypto.createCipheriv('aes-256-gcm', this.key, iv);
     cipher.setAAD(Buffer.from(FORMAT));
     const data = Buffer.concat([cipher.update(JSON.stringify(this.data)), cipher.final()]);
     const envelope: Envelope = {
@@ -122,7 +125,7 @@ export class KeyStore {
   }
 }
 
-function decrypt(raw: Buffer, password: string): { data: StoreData; salt: Buffer } {
+function decrypt(raw: Buffer, password: string): { data: StoreData; salt: Buffer; key: Buffer } {
   let envelope: Envelope;
   try {
     envelope = JSON.parse(raw.toString('utf8')) as Envelope;
@@ -141,7 +144,9 @@ function decrypt(raw: Buffer, password: string): { data: StoreData; salt: Buffer
     const plain = Buffer.concat([decipher.update(Buffer.from(envelope.data, 'base64')), decipher.final()]);
     const data = JSON.parse(plain.toString('utf8')) as StoreData;
     data.servers ??= {};
-    return { data, salt };
+    // A store written with other scrypt parameters is re-keyed with ours at the next save.
+    const ours = envelope.kdf.N === SCRYPT.N && envelope.kdf.r === SCRYPT.r && envelope.kdf.p === SCRYPT.p;
+    return { data, salt, key: ours ? key : crypto.scryptSync(password, salt, 32, SCRYPT) };
   } catch {
     throw new KeyStoreError('wrong TERMINUS_CLIENT_PASSWORD, or the key store is corrupted; it was left untouched');
   }
