@@ -121,3 +121,28 @@ describe('session upkeep', () => {
     }
   });
 });
+
+test('discovery is cached a day, then revalidated with If-None-Match: a 304 keeps the cached documents', async () => {
+  const { supertestTransport } = await import('../guard/helpers/transport');
+  const inner = supertestTransport(h.app);
+  const seen: { url: string; ifNoneMatch?: string; status: number }[] = [];
+  const transport: HttpTransport = async (req) => {
+    const res = await inner(req);
+    seen.push({ url: req.url, ifNoneMatch: req.headers['if-none-match'], status: res.status });
+    return res;
+  };
+  const c = new GuardClient({ server: h.publicUrl, transport, retries: 0 });
+  const first = await c.discover();
+  expect(first.etags?.resource).toMatch(/^(W\/)?"/);
+  expect(seen.every((s) => s.ifNoneMatch === undefined)).toBe(true);
+  await c.discover();
+  expect(seen).toHaveLength(2); // within the day: no request
+  c.discoveryCache!.fetchedAt -= 25 * 3600 * 1000;
+  const again = await c.discover();
+  expect(seen.slice(2).map((s) => [s.status, Boolean(s.ifNoneMatch)])).toEqual([
+    [304, true],
+    [304, true],
+  ]);
+  expect(again.authorizationServer.token_endpoint).toBe(first.authorizationServer.token_endpoint);
+  expect(again.resource.resource).toBe(first.resource.resource);
+});
