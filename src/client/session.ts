@@ -50,11 +50,19 @@ export class ClientSession {
   private constructor(
     readonly origin: string,
     readonly guard: GuardClient,
-    private readonly card: SoftwareCard,
     private readonly o: CreateClientOptions,
     private readonly attestor: Attestor,
     private readonly helperClient?: AttestationHelperClient,
   ) {}
+
+  private loadedCard?: SoftwareCard;
+
+  /** The institution card, read when a token exchange first needs it (status and logout do not). */
+  private get card(): SoftwareCard {
+    if (!this.o.card || !this.o.key) throw new Error('this needs the institution card: pass --card CERT.pem and --key KEY.pem');
+    this.loadedCard ??= new SoftwareCard(pemOrFile(this.o.card), pemOrFile(this.o.key));
+    return this.loadedCard;
+  }
 
   /** Another guard session of the same registered client (own tokens and DPoP key; not persisted): for load tests. */
   async parallelSession(): Promise<{ guard: GuardClient; login: () => Promise<TokenSet> }> {
@@ -65,7 +73,6 @@ export class ClientSession {
 
   static async open(o: CreateClientOptions): Promise<ClientSession> {
     const origin = new URL(o.server).origin;
-    const card = new SoftwareCard(pemOrFile(o.card), pemOrFile(o.key));
     const store = o.store ?? (await KeyStore.open({ home: o.home, password: o.password }));
     try {
       let clientKey: EcKey;
@@ -99,7 +106,7 @@ export class ClientSession {
         maxBackoffMs: o.maxBackoffMs,
         onChange: () => session?.persist(),
       });
-      session = new ClientSession(origin, guard, card, o, attestor, helperClient);
+      session = new ClientSession(origin, guard, o, attestor, helperClient);
       return session;
     } finally {
       if (!o.store) store.close();

@@ -228,6 +228,9 @@ test('the guard forgot the client (401 at the token endpoint): one fresh registr
 });
 
 test('usage errors exit 2; --version and --help exit 0', async () => {
+  const fresh = await cli(['status', '--server', origin], { home: path.join(dir, 'fresh-home') });
+  expect(fresh.code).toBe(0);
+  expect(fresh.json).toMatchObject({ server: origin, logged_in: false, client_id: null });
   expect((await cli(['search'])).code).toBe(2);
   expect((await cli(['book', '--slot', 'Slot/x'])).code).toBe(2);
   expect((await cli(['frobnicate'])).code).toBe(2);
