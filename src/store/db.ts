@@ -59,7 +59,8 @@ export const SqlState = {
 export class StoreUnavailable extends Error {
   readonly code = 'store_unavailable';
   constructor(override readonly cause: unknown) {
-    super(`database unavailable: ${cause instanceof Error ? cause.message : String(cause)}`);
+    // The driver's own words (connect ECONNREFUSED …): the class already says what kind of failure it is.
+    super(cause instanceof Error ? cause.message : String(cause));
   }
 }
 
