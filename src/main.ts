@@ -2,6 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ConfigError, loadConfig, type Config } from './config';
+import { projectPath } from './shared/paths';
 import { createLogger } from './logger';
 import { openStore, startServer } from './server';
 import { runImport } from './cli/import';
@@ -9,13 +10,14 @@ import { runDevPki } from './cli/dev-pki';
 
 const USAGE = `usage: terminus <command>
   serve               serve everything on PORT (default)
+  --version           print the version and exit
   migrate             apply database migrations and exit
   import FILE...      load FHIR Bundles or resources, keeping ids
   dev-pki DIR         write a development card PKI as PEM`;
 
 async function main(argv: string[]): Promise<number> {
   const [command = 'serve', ...args] = argv;
-  if (['-h', '--help', 'help', 'dev-pki'].includes(command)) return runWithoutConfig(command, args);
+  if (['-h', '--help', 'help', 'dev-pki', '--version', '-v'].includes(command)) return runWithoutConfig(command, args);
   if (!['serve', 'migrate', 'import'].includes(command)) {
     process.stderr.write(`terminus: unknown command "${command}"\n${USAGE}\n`);
     return 2;
@@ -38,6 +40,10 @@ async function main(argv: string[]): Promise<number> {
 
 async function runWithoutConfig(command: string, args: string[]): Promise<number> {
   if (command === 'dev-pki') return runDevPki(args);
+  if (command === '--version' || command === '-v') {
+    process.stdout.write(`${(JSON.parse(fs.readFileSync(projectPath('package.json'), 'utf8')) as { version: string }).version}\n`);
+    return 0;
+  }
   process.stdout.write(`${USAGE}\n`);
   return 0;
 }

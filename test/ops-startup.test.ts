@@ -21,6 +21,12 @@ function terminus(args: string[], env: Record<string, string | undefined>) {
   );
 }
 
+test('terminus --version prints the package version and exits 0 (CONTRACT 13)', async () => {
+  const r = await terminus(['--version'], {});
+  expect(r.code).toBe(0);
+  expect(r.stdout.trim()).toBe((JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version);
+}, 25_000);
+
 let taken: net.Server;
 let takenPort: number;
 const files = path.join(dataDir, 'files');
