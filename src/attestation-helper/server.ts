@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import * as grpc from '@grpc/grpc-js';
+import { canonicalEcJwk } from '../protocol/canonical-jwk';
 import type { HelperEventLog } from './measurement';
 import { services, STATUS, STATUS_TRAILER, type AttestationStatus, type GetAttestationRequest, type GetAttestationResponse, type RegistrationMaterial } from './proto';
 import { TpmCommandError, type TpmTools } from './tpm-tools';
@@ -176,7 +177,7 @@ function canonicalClientJwk(bytes: Buffer): void {
   } catch {
     throw new HelperError(grpc.status.INVALID_ARGUMENT, STATUS.INVALID_REQUEST, 'client_key_jwk is not JSON');
   }
-  const canonical = JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x, y: jwk.y });
+  const canonical = canonicalEcJwk(jwk).toString('utf8');
   const coordinate = (v: unknown) => typeof v === 'string' && /^[A-Za-z0-9_-]{43}$/.test(v);
   if (jwk.kty !== 'EC' || jwk.crv !== 'P-256' || !coordinate(jwk.x) || !coordinate(jwk.y) || canonical !== bytes.toString('utf8')) {
     throw new HelperError(grpc.status.INVALID_ARGUMENT, STATUS.INVALID_REQUEST, 'client_key_jwk must be the canonical JWK (RFC 7638) of an EC P-256 key');

@@ -1,6 +1,7 @@
 import os from 'node:os';
 import type { AttestationHelperClient } from '../attestation-helper';
 import { attestationChallenge } from '../protocol/attestation-challenge';
+import { canonicalEcJwk } from '../protocol/canonical-jwk';
 import { DEFAULT_PRODUCT, platformOf, softwareClientStatement, type ProductInfo } from './client-statement';
 import type { EcKey } from './crypto';
 
@@ -32,8 +33,7 @@ export function softwareAttestor(product: ProductInfo = DEFAULT_PRODUCT): Attest
 
 /** RFC 7638 canonical JWK of the client key: what the AK signs at registration. */
 export function canonicalJwk(key: EcKey): Buffer {
-  const j = key.publicJwk;
-  return Buffer.from(JSON.stringify({ crv: j.crv, kty: j.kty, x: j.x, y: j.y }));
+  return canonicalEcJwk(key.publicJwk);
 }
 
 /**

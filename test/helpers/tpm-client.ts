@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import type { TpmTools } from '../../src/attestation-helper/tpm-tools';
 import type { EcKey } from '../../src/client/crypto';
 import { attestationChallenge } from '../../src/protocol/attestation-challenge';
+import { canonicalEcJwk } from '../../src/protocol/canonical-jwk';
 import { logEvent, specIdHeader } from '../../src/protocol/tpm-event-log';
 
 export const EV_SEPARATOR = 0x00000004;
@@ -10,8 +11,7 @@ export const EV_EFI_VARIABLE_DRIVER_CONFIG = 0x80000001;
 
 /** The canonical JWK (RFC 7638) of a client key: what the AK signs at registration. */
 export function canonicalJwk(key: EcKey): Buffer {
-  const j = key.publicJwk;
-  return Buffer.from(JSON.stringify({ crv: j.crv, kty: j.kty, x: j.x, y: j.y }));
+  return canonicalEcJwk(key.publicJwk);
 }
 
 /**

@@ -3,40 +3,21 @@ import { calculateJwkThumbprint, exportJWK } from 'jose';
 import { InvalidRequest } from '../../errors';
 import { attestationChallenge } from '../../../protocol/attestation-challenge';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
+import { attestationResult, printableMembers, PRODUCT_MEMBERS } from '../posture-result';
 
-const REQUIRED = ['product_id', 'product_version', 'os', 'os_version', 'arch', 'public_key', 'attestation_challenge'] as const;
+const REQUIRED = [...PRODUCT_MEMBERS, 'public_key', 'attestation_challenge'] as const;
 
 /** Software clients carry no signature over their posture: what we can check is the binding (key, nonce) and coherence. */
 export const softwarePostureVerifier: PostureVerifier = {
   postureType: 'software',
   async verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult> {
-    const p = postureHasAllMembers(statement.posture);
+    const p = printableMembers(statement.posture, REQUIRED);
     await publicKeyIsTheClientKey(p.public_key, actx.clientJkt);
     challengeBindsKeyAndNonce(p.attestation_challenge, actx);
     platformFitsOs(statement.platform, p.os);
-    return {
-      postureType: 'software',
-      platform: statement.platform,
-      productId: p.product_id,
-      productVersion: p.product_version,
-      os: p.os,
-      osVersion: p.os_version,
-      arch: p.arch,
-      attestationTimestamp: statement.attestation_timestamp,
-      result: { software: { arch: p.arch, binding_verified: true } },
-    };
+    return attestationResult(statement, p, { postureType: 'software', result: { software: { arch: p.arch, binding_verified: true } } });
   },
 };
-
-function postureHasAllMembers(posture: Record<string, unknown>): Record<(typeof REQUIRED)[number], string> {
-  for (const m of REQUIRED) {
-    const v = posture[m];
-    if (typeof v !== 'string' || v.length === 0 || v.length > 1024 || /[\u0000-\u001f\u007f]/.test(v)) {
-      throw new InvalidRequest(`client_statement.posture.${m} must be a non-empty printable string`);
-    }
-  }
-  return posture as Record<(typeof REQUIRED)[number], string>;
-}
 
 async function publicKeyIsTheClientKey(publicKey: string, clientJkt: string): Promise<void> {
   let jkt: string;

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { errors as joseErrors, jwtVerify, decodeJwt, type JWTPayload } from 'jose';
 import type { AppContext } from '../../../context';
+import { canonicalEcJwk } from '../../../protocol/canonical-jwk';
 import { SVC_ATT_TOKEN_TYP } from '../../../protocol/oauth';
 import { InvalidRequest, TemporarilyUnavailable } from '../../errors';
 import { stateKey, type SharedState } from '../../state/shared-state';
@@ -87,7 +88,7 @@ function clientKeySignedItself(b: Record<string, unknown>, client: RegisteringCl
   const sig = b.signed_hash_puk_client_sig;
   if (typeof sig !== 'string' || !/^[A-Za-z0-9_-]+$/.test(sig)) throw new InvalidRequest('signed_hash_puk_client_sig must be base64url');
   const raw = Buffer.from(sig, 'base64url');
-  const canonical = Buffer.from(JSON.stringify({ crv: client.jwk.crv, kty: client.jwk.kty, x: client.jwk.x, y: client.jwk.y }));
+  const canonical = canonicalEcJwk(client.jwk);
   const key = crypto.createPublicKey({ key: client.jwk as crypto.JsonWebKey, format: 'jwk' });
   let ok = false;
   try {

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { calculateJwkThumbprint, type JWK } from 'jose';
 import type { AppContext } from '../../../context';
+import { canonicalEcJwk } from '../../../protocol/canonical-jwk';
 import { InvalidRequest } from '../../errors';
 import { EkCertificateError, verifyEkCertificate } from '../../pki/ek-trust';
 import type { RegistrationProof, RegistrationVerifier, RegisteringClient } from '../registration';
@@ -155,7 +156,7 @@ async function ekCertificateIsTrusted(m: TpmMembers, ek: TpmPublic, anchors: Buf
 
 /** signed_hash_puk_client_sig: TPM2_Sign by the AK over SHA-256 of the client key's RFC 7638 canonical JWK. */
 function clientKeyIsSignedByTheAk(ak: TpmPublic, client: RegisteringClient, signature: Buffer): void {
-  const canonical = Buffer.from(JSON.stringify({ crv: client.jwk.crv, kty: client.jwk.kty, x: client.jwk.x, y: client.jwk.y }));
+  const canonical = canonicalEcJwk(client.jwk);
   const hash = hashOf(ak.scheme.hashAlg, 'AK scheme').name;
   let ok = false;
   try {

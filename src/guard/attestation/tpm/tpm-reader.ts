@@ -13,10 +13,6 @@ export class TpmReader {
     private readonly what: string,
   ) {}
 
-  get remaining(): number {
-    return this.buf.length - this.offset;
-  }
-
   private need(n: number): void {
     if (this.offset + n > this.buf.length) throw new TpmStructureError(`${this.what} is truncated`);
   }
@@ -57,15 +53,6 @@ export class TpmReader {
   /** A TPM2B: u16 size, then that many bytes. */
   sized(): Buffer {
     return this.bytes(this.u16());
-  }
-
-  /** Where the reader stands: slice boundaries of the structure read so far. */
-  get position(): number {
-    return this.offset;
-  }
-
-  slice(from: number, to: number): Buffer {
-    return this.buf.subarray(from, to);
   }
 
   end(): void {

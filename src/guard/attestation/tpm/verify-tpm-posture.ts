@@ -2,12 +2,12 @@ import crypto from 'node:crypto';
 import { InvalidRequest } from '../../errors';
 import { attestationChallenge } from '../../../protocol/attestation-challenge';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
+import { attestationResult, printableMembers, PRODUCT_MEMBERS, type ProductFields } from '../posture-result';
 import type { TpmRegistration } from './register-tpm';
 import { parseTpm2bPublic } from './tpm-public';
 import { TpmStructureError } from './tpm-reader';
 import { QuoteError, verifyQuote } from './verify-quote';
 
-const TEXT_MEMBERS = ['product_id', 'product_version', 'os', 'os_version', 'arch'] as const;
 const BINARY_MEMBERS = ['tpm_attestation_key', 'tpm_quote', 'tpm_event_log'] as const;
 
 /**
@@ -32,18 +32,11 @@ export const tpmPostureVerifier: PostureVerifier = {
       if (err instanceof QuoteError || err instanceof TpmStructureError) throw new InvalidRequest(`client_statement.posture: ${err.message}`);
       throw err;
     }
-    return {
+    return attestationResult(statement, p, {
       postureType: 'tpm',
-      platform: statement.platform,
-      productId: p.product_id,
-      productVersion: p.product_version,
-      os: p.os,
-      osVersion: p.os_version,
-      arch: p.arch,
-      attestationTimestamp: statement.attestation_timestamp,
       result: { tpm: { pcrs: quote.pcrs, quote_verified: true } },
       hardware: { attestationKeyJkt: registered.ak_jkt },
-    };
+    });
   },
 };
 
@@ -53,18 +46,13 @@ function clientRegisteredATpm(actx: AttestationContext): TpmRegistration {
   return tpm;
 }
 
-function postureHasAllMembers(posture: Record<string, unknown>): Record<(typeof TEXT_MEMBERS)[number] | (typeof BINARY_MEMBERS)[number], string> {
-  for (const m of TEXT_MEMBERS) {
-    const v = posture[m];
-    if (typeof v !== 'string' || v.length === 0 || v.length > 1024 || /[\u0000-\u001f\u007f]/.test(v)) {
-      throw new InvalidRequest(`client_statement.posture.${m} must be a non-empty printable string`);
-    }
-  }
+function postureHasAllMembers(posture: Record<string, unknown>): ProductFields & Record<(typeof BINARY_MEMBERS)[number], string> {
+  printableMembers(posture, PRODUCT_MEMBERS);
   for (const m of BINARY_MEMBERS) {
     const v = posture[m];
     if (typeof v !== 'string' || v.length === 0) throw new InvalidRequest(`client_statement.posture.${m} must be a base64 string`);
   }
-  return posture as Record<(typeof TEXT_MEMBERS)[number] | (typeof BINARY_MEMBERS)[number], string>;
+  return posture as ProductFields & Record<(typeof BINARY_MEMBERS)[number], string>;
 }
 
 function decode(v: string, what: string): Buffer {
