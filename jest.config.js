@@ -29,14 +29,20 @@ const CLIENT_SIDE = [
   '<rootDir>/test/guard/card-pki\\.test\\.ts',
 ];
 
+/**
+ * The practice page in a real Chromium talks to the server only through the guard: one run (on
+ * PostgreSQL + Redis, or the embedded store without DATABASE_URL) covers it.
+ */
+const BROWSER = ['<rootDir>/test/client/practice-page\\.test\\.ts'];
+
 /** @type {import('jest').Config} */
 module.exports = {
   projects: process.env.DATABASE_URL
     ? [
         project('postgres', ['<rootDir>/test/setup-env.ts']),
-        project('postgres-no-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-postgres-no-redis.ts'], CLIENT_SIDE),
-        embedded,
-        ...(process.env.REDIS_URL ? [project('embedded-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded-redis.ts'], CLIENT_SIDE)] : []),
+        project('postgres-no-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-postgres-no-redis.ts'], [...CLIENT_SIDE, ...BROWSER]),
+        project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded.ts'], BROWSER),
+        ...(process.env.REDIS_URL ? [project('embedded-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded-redis.ts'], [...CLIENT_SIDE, ...BROWSER])] : []),
       ]
     : [embedded],
   testTimeout: 60000,

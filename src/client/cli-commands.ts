@@ -44,23 +44,8 @@ async function withSession<T>(o: SessionOptions, f: (s: ClientSession, store: Ke
   const store = await KeyStore.open();
   let session: ClientSession | undefined;
   try {
-    const server = o.server ?? store.data.lastServer;
-    if (!server) throw new LocalError('no server known yet: pass --server URL');
-    let origin: string;
-    try {
-      origin = new URL(server).origin;
-    } catch {
-      throw new LocalError(`--server ${server} is not a URL`);
-    }
-    const remembered = store.server(origin) as Record<string, unknown>;
-    const card = o.card ?? (remembered.cardFile as string | undefined);
-    const key = o.key ?? (remembered.keyFile as string | undefined);
-    if (requireCard && (!card || !key)) throw new LocalError('pass --card CERT.pem and --key KEY.pem (remembered after the first login)');
-    const helper = helperSettings(o, remembered.helper as HelperSettings | undefined);
-    if (card) remembered.cardFile = card;
-    if (key) remembered.keyFile = key;
-    remembered.helper = helper;
-    session = await ClientSession.open({ server: origin, card: card ?? '', key: key ?? '', helper, store });
+    const settings = sessionSettings(o, store, requireCard);
+    session = await ClientSession.open({ ...settings, store });
     try {
       return await f(session, store);
     } catch (err) {
@@ -72,6 +57,62 @@ async function withSession<T>(o: SessionOptions, f: (s: ClientSession, store: Ke
   } finally {
     session?.close();
     store.close();
+  }
+}
+
+/** The server (given or last used) with its card, key and helper (given now or remembered; remembered from now on). */
+function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolean): { server: string; card: string; key: string; helper?: HelperSettings } {
+  const server = o.server ?? store.data.lastServer;
+  if (!server) throw new LocalError('no server known yet: pass --server URL');
+  let origin: string;
+  try {
+    origin = new URL(server).origin;
+  } catch {
+    throw new LocalError(`--server ${server} is not a URL`);
+  }
+  const remembered = store.server(origin) as Record<string, unknown>;
+  const card = o.card ?? (remembered.cardFile as string | undefined);
+  const key = o.key ?? (remembered.keyFile as string | undefined);
+  if (requireCard && (!card || !key)) throw new LocalError('pass --card CERT.pem and --key KEY.pem (remembered after the first login)');
+  const helper = helperSettings(o, remembered.helper as HelperSettings | undefined);
+  if (card) remembered.cardFile = card;
+  if (key) remembered.keyFile = key;
+  remembered.helper = helper;
+  return { server: origin, card: card ?? '', key: key ?? '', helper };
+}
+
+/**
+ * `ui`: the practice page. The key store is not held while the page runs (other commands can use
+ * it); the session writes its token rotations into it as they happen.
+ */
+async function servePracticePage(o: SessionOptions & { port: number; timeZone?: string }): Promise<void> {
+  const store = await KeyStore.open();
+  let settings: ReturnType<typeof sessionSettings>;
+  try {
+    settings = sessionSettings(o, store, true);
+    store.save();
+  } finally {
+    store.close();
+  }
+  const session = await ClientSession.open(settings);
+  try {
+    await session.accessToken();
+    const scope = session.guard.tokens?.scope ?? '';
+    if (!scope.split(' ').includes('system/*.cruds')) {
+      process.stderr.write(`terminus-client: warning: this card has no owner scopes (${scope}); put its Telematik-ID into the server's REPOSITORY_OWNERS to confirm appointments and create calendars\n`);
+    }
+    const { startPracticeUi } = await import('./ui/server');
+    const ui = await startPracticeUi({ origin: session.origin, fetch: session.fetch, port: o.port, timeZone: o.timeZone, log: (line) => process.stderr.write(`${line}\n`) }).catch((err: NodeJS.ErrnoException) => {
+      throw err.code === 'EADDRINUSE' ? new LocalError(`--port ${o.port}: 127.0.0.1:${o.port} is already in use`) : err;
+    });
+    print({ listening: ui.url, login_url: ui.loginUrl }, `Practice page for ${session.origin}: open ${ui.loginUrl}\n(a one-time login link; Ctrl-C stops the page)`);
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', resolve);
+      process.once('SIGTERM', resolve);
+    });
+    await ui.close();
+  } finally {
+    session.close();
   }
 }
 
@@ -216,6 +257,20 @@ export function addCommands(cli: Command): void {
       }),
     );
 
+  withCard(cli.command('ui').description("the practice's page on 127.0.0.1 behind a one-time login link (CONTRACT 13)"))
+    .option('--port <n>', 'port on 127.0.0.1 (default: any free port)', (v) => port(v), 0)
+    .option('--time-zone <tz>', "time zone of the week grid and opening hours (default: this machine's)")
+    .action(async (o: SessionOptions & { port: number; timeZone?: string }) => {
+      if (o.timeZone) {
+        try {
+          new Intl.DateTimeFormat('en', { timeZone: o.timeZone });
+        } catch {
+          throw new LocalError(`--time-zone ${o.timeZone} is not a time zone (for example Europe/Berlin)`);
+        }
+      }
+      await servePracticePage(o);
+    });
+
   withCard(cli.command('stress <scenario>').description(`load: ${SCENARIOS.join(', ')}; prints req/s and p50/p95/p99`))
     .option('--duration <seconds>', 'how long', (v) => positive(v), 10)
     .option('--concurrency <n>', 'parallel clients', (v) => positive(v), 4)
@@ -228,6 +283,12 @@ export function addCommands(cli: Command): void {
         print(report, `${scenario}: ${report.requests} requests, ${report.rps} req/s, p50 ${report.p50_ms} ms, p95 ${report.p95_ms} ms, p99 ${report.p99_ms} ms, errors ${JSON.stringify(report.errors)}`);
       });
     });
+}
+
+function port(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('a port number 0-65535');
+  return n;
 }
 
 function positive(v: string): number {

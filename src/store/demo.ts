@@ -9,6 +9,7 @@ import type {
   Schedule,
   Slot,
 } from '@medplum/fhirtypes';
+import { addCalendarDays, slotWindows, wallDate, type OpeningHours } from '../protocol/opening-hours';
 
 /**
  * The demo practice loaded into an empty embedded store (`npm start` serves
@@ -69,8 +70,6 @@ const SERVICES: readonly ServiceSpec[] = [
   },
 ];
 
-/** Opening hours as [from, to) wall-clock minutes per ISO weekday (1 = Monday). */
-type Hours = Partial<Record<1 | 2 | 3 | 4 | 5 | 6 | 7, Array<[string, string]>>>;
 
 interface DoctorSpec {
   key: string;
@@ -81,7 +80,7 @@ interface DoctorSpec {
   lanr: string;
   service: string;
   slotMinutes: 15 | 30;
-  hours: Hours;
+  hours: OpeningHours;
   manualConfirmation: boolean;
 }
 
@@ -282,29 +281,21 @@ function actor(d: DoctorSpec): Schedule['actor'][number] {
 /** Free slots starting in [now, now + 30 days), on the doctor's opening hours. */
 function freeSlots(d: DoctorSpec, s: ServiceSpec, now: Date): Slot[] {
   const end = addDays(now, DEMO_HORIZON_DAYS).getTime();
-  const slots: Slot[] = [];
-  const first = wallDate(now);
-  for (let day = 0; day <= DEMO_HORIZON_DAYS; day++) {
-    const date = addCalendarDays(first, day);
-    for (const [from, to] of d.hours[isoWeekday(date)] ?? []) {
-      for (let minute = minutes(from); minute + d.slotMinutes <= minutes(to); minute += d.slotMinutes) {
-        const start = wallTimeToUtc(date, minute);
-        if (start.getTime() < now.getTime() || start.getTime() >= end) continue;
-        slots.push({
-          resourceType: 'Slot',
-          id: `demo-slot-${d.key}-${date.replaceAll('-', '')}-${hhmm(minute)}`,
-          meta: { profile: [`${ISIK}ISiKTerminblock`] },
-          serviceType: [serviceType(s)],
-          specialty: [specialty(s)],
-          schedule: { reference: `Schedule/demo-schedule-${d.key}` },
-          status: 'free',
-          start: instant(start),
-          end: instant(new Date(start.getTime() + d.slotMinutes * 60_000)),
-        });
-      }
-    }
-  }
-  return slots;
+  const first = wallDate(now, PRACTICE_TIME_ZONE);
+  const windows = slotWindows({ hours: d.hours, slotMinutes: d.slotMinutes, from: first, to: addCalendarDays(first, DEMO_HORIZON_DAYS), timeZone: PRACTICE_TIME_ZONE });
+  return windows
+    .filter((w) => w.start.getTime() >= now.getTime() && w.start.getTime() < end)
+    .map((w) => ({
+      resourceType: 'Slot',
+      id: `demo-slot-${d.key}-${w.date.replaceAll('-', '')}-${w.time.replace(':', '')}`,
+      meta: { profile: [`${ISIK}ISiKTerminblock`] },
+      serviceType: [serviceType(s)],
+      specialty: [specialty(s)],
+      schedule: { reference: `Schedule/demo-schedule-${d.key}` },
+      status: 'free',
+      start: instant(w.start),
+      end: instant(w.end),
+    }));
 }
 
 /** Seconds precision, as FHIR instants are usually written. */
@@ -314,52 +305,4 @@ function instant(t: Date): string {
 
 function addDays(t: Date, days: number): Date {
   return new Date(t.getTime() + days * 86_400_000);
-}
-
-function minutes(hm: string): number {
-  const [h, m] = hm.split(':').map(Number);
-  return h * 60 + m;
-}
-
-function hhmm(minute: number): string {
-  return `${String(Math.floor(minute / 60)).padStart(2, '0')}${String(minute % 60).padStart(2, '0')}`;
-}
-
-/** The practice's calendar date (YYYY-MM-DD) at instant `t`. */
-function wallDate(t: Date): string {
-  return new Intl.DateTimeFormat('en-CA', { timeZone: PRACTICE_TIME_ZONE }).format(t);
-}
-
-function addCalendarDays(date: string, days: number): string {
-  const [y, m, d] = date.split('-').map(Number);
-  return new Date(Date.UTC(y, m - 1, d + days)).toISOString().slice(0, 10);
-}
-
-function isoWeekday(date: string): 1 | 2 | 3 | 4 | 5 | 6 | 7 {
-  const [y, m, d] = date.split('-').map(Number);
-  const day = new Date(Date.UTC(y, m - 1, d)).getUTCDay();
-  return (day === 0 ? 7 : day) as 1 | 2 | 3 | 4 | 5 | 6 | 7;
-}
-
-/** The instant at which the practice's clocks show `minute` past midnight on `date`. */
-function wallTimeToUtc(date: string, minute: number): Date {
-  const [y, m, d] = date.split('-').map(Number);
-  const asUtc = Date.UTC(y, m - 1, d, 0, minute);
-  // Opening hours never fall into the DST switch hour (02:00-03:00), so one correction suffices.
-  return new Date(asUtc - offsetMinutes(new Date(asUtc)) * 60_000);
-}
-
-function offsetMinutes(t: Date): number {
-  const parts = new Intl.DateTimeFormat('en-US', {
-    timeZone: PRACTICE_TIME_ZONE,
-    hourCycle: 'h23',
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-  }).formatToParts(t);
-  const get = (type: string): number => Number(parts.find((p) => p.type === type)?.value);
-  const wall = Date.UTC(get('year'), get('month') - 1, get('day'), get('hour'), get('minute'));
-  return (wall - Math.floor(t.getTime() / 60_000) * 60_000) / 60_000;
 }

@@ -12,7 +12,15 @@ export interface StatusInput {
   events?: SubscriptionEvent[];
   /** A `subscription-error` code while the subscription is in error. */
   errorCode?: string | null;
+  /** When a notification last reached the endpoint (query-status only). */
+  lastDeliveryAt?: Date | null;
 }
+
+/**
+ * Terminus extension on the `status` parameter of a `query-status` answer (Parameters itself takes
+ * no extensions in R4): the time of the last successful delivery.
+ */
+export const LAST_DELIVERY_URL = 'http://terminus.local/fhir/StructureDefinition/subscription-last-delivery';
 
 /**
  * The SubscriptionStatus of the R4 backport as ISiK rebuilt it (ISiKSubscriptionStatus ←
@@ -24,7 +32,7 @@ export function statusParameters(input: StatusInput): Parameters {
   const parameter: ParametersParameter[] = [
     { name: 'subscription', valueReference: { reference: `${input.baseUrl}/Subscription/${input.subscriptionId}` } },
     { name: 'topic', valueCanonical: input.topic },
-    { name: 'status', valueCode: input.status },
+    { name: 'status', valueCode: input.status, ...(input.lastDeliveryAt ? { extension: [{ url: LAST_DELIVERY_URL, valueInstant: input.lastDeliveryAt.toISOString() }] } : {}) },
     { name: 'type', valueCode: input.type },
     { name: 'events-since-subscription-start', valueString: String(input.eventsSinceStart) },
   ];

@@ -39,6 +39,10 @@ describe('Subscription lifecycle (backport channels, ISiK points 3 and 9)', () =
     expect(param(p, 'events-since-subscription-start')?.valueString).toBe('0');
     expect(param(p, 'subscription')?.valueReference).toEqual({ reference: `http://localhost:8080/fhir/Subscription/${res.body.id}` });
     expect((await statusAfter(f, res.body.id, 'active')).status).toBe('active');
+    // query-status names the last successful delivery on its status parameter (Terminus extension).
+    const st = await request(f.app).get(`/fhir/Subscription/${res.body.id}/$status`);
+    const status = param((st.body as Bundle).entry![0].resource as Parameters, 'status') as { extension?: { url: string; valueInstant: string }[] };
+    expect(status.extension).toEqual([{ url: 'http://terminus.local/fhir/StructureDefinition/subscription-last-delivery', valueInstant: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
   });
 
   test('a handshake answered 500 turns it error with error parameter error-response', async () => {
@@ -54,6 +58,7 @@ describe('Subscription lifecycle (backport channels, ISiK points 3 and 9)', () =
       expect(st.status).toBe(200);
       const p = (st.body as Bundle).entry![0].resource as Parameters;
       expect(param(p, 'status')?.valueCode).toBe('error');
+      expect(param(p, 'status')?.extension).toBeUndefined();
       expect(param(p, 'error')?.valueCodeableConcept).toEqual({ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/subscription-error', code: 'error-response' }] });
     } finally {
       await failing.stop();

@@ -57,6 +57,7 @@ async function status(req: FhirRequest, env: FhirEnv, id: string | undefined): P
         type: 'query-status',
         eventsSinceStart: c?.eventsSinceStart ?? 0,
         errorCode: c?.errorCode,
+        lastDeliveryAt: c?.lastSuccessAt,
       }),
       search: { mode: 'match' as const },
     };
