@@ -94,7 +94,9 @@ export function hhmm(minute: number): string {
 
 /** The calendar date (YYYY-MM-DD) in `timeZone` at instant `t`. */
 export function wallDate(t: Date, timeZone: string): string {
-  return new Intl.DateTimeFormat('en-CA', { timeZone }).format(t);
+  const p = wallClock(timeZone).formatToParts(t);
+  const get = (type: string) => p.find((x) => x.type === type)?.value;
+  return `${get('year')}-${get('month')}-${get('day')}`;
 }
 
 export function addCalendarDays(date: string, days: number): string {
@@ -119,16 +121,20 @@ export function wallTimeToUtc(date: string, minute: number, timeZone: string): D
 
 /** Minutes the wall clock of `timeZone` is ahead of UTC at instant `t`. */
 export function offsetMinutes(t: Date, timeZone: string): number {
-  const parts = new Intl.DateTimeFormat('en-US', {
-    timeZone,
-    hourCycle: 'h23',
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-  }).formatToParts(t);
+  const parts = wallClock(timeZone).formatToParts(t);
   const get = (type: string): number => Number(parts.find((p) => p.type === type)?.value);
   const wall = Date.UTC(get('year'), get('month') - 1, get('day'), get('hour'), get('minute'));
   return (wall - Math.floor(t.getTime() / 60_000) * 60_000) / 60_000;
+}
+
+/** One formatter per time zone: building an Intl.DateTimeFormat costs far more than using one. */
+const clocks = new Map<string, Intl.DateTimeFormat>();
+
+function wallClock(timeZone: string): Intl.DateTimeFormat {
+  let f = clocks.get(timeZone);
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit' });
+    if (clocks.size < 64) clocks.set(timeZone, f);
+  }
+  return f;
 }
