@@ -199,6 +199,38 @@ describe('hostile input', () => {
     expect(await stored()).toEqual(before);
   });
 
+  test.each([
+    ['100,000 unknown keys after "meta":"x"', `{"resourceType":"Patient","meta":"x",${Array.from({ length: 100000 }, (_, i) => `"k${i}":1`).join(',')}}`],
+    ['100,000 unknown keys', `{"resourceType":"Patient",${Array.from({ length: 100000 }, (_, i) => `"k${i}":1`).join(',')}}`],
+    ['50,000 family names that are numbers', `{"resourceType":"Patient","name":[${Array.from({ length: 50000 }, () => '{"family":5}').join(',')}]}`],
+  ])('%s: 400 naming the first problems only, a small answer, nothing stored', async (_name, body) => {
+    const before = await stored();
+    const res = await post('/fhir/Patient', body)();
+    expect(res.status).toBe(400);
+    expect(res.body.issue[0]).toMatchObject({ severity: 'error', code: 'structure' });
+    expect(res.body.issue.length).toBeLessThanOrEqual(101);
+    expect(res.text.length).toBeLessThan(20_000);
+    expect(await stored()).toEqual(before);
+  });
+
+  test.each([
+    ['a boolean that is a string', '{"resourceType":"Patient","active":"true"}', 'Patient.active'],
+    ['a string that is a number', '{"resourceType":"Patient","name":[{"family":5}]}', 'Patient.name[0].family'],
+    ['a repeating string that holds an object', '{"resourceType":"Patient","name":[{"given":[{"x":1}]}]}', 'Patient.name[0].given[0]'],
+    ['an integer that is a string', '{"resourceType":"Patient","multipleBirthInteger":"2"}', 'Patient.multipleBirthInteger'],
+    ['an unknown element', '{"resourceType":"Patient","nickname":"x"}', 'Patient.nickname'],
+    ['an unknown primitive extension', '{"resourceType":"Patient","_nickname":{}}', 'Patient._nickname'],
+  ])('%s: 400 structure at the element', async (_name, body, expression) => {
+    const res = await post('/fhir/Patient', body)();
+    expect(res.status).toBe(400);
+    expect(res.body.issue[0]).toMatchObject({ code: 'structure', expression: [expression] });
+  });
+
+  test('a repeating primitive may hold null where its extension array carries the value', async () => {
+    const res = await post('/fhir/Patient', '{"resourceType":"Patient","name":[{"given":["Erika",null],"_given":[null,{"extension":[{"url":"http://x.test/e","valueString":"y"}]}]}]}')();
+    expect(res.status).toBe(201);
+  });
+
   test('a 10,000-parameter GET gets a 431 OperationOutcome, not a bare status line', async () => {
     const server = http.createServer(app);
     answerClientErrors(server);

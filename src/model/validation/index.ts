@@ -67,11 +67,16 @@ export function knownProfiles(): string[] {
     .sort();
 }
 
+/** An answer names at most this many issues: past that, more say nothing new and cost megabytes. */
+export const MAX_ISSUES = 100;
+
 function failed(findings: Finding[]): ValidationResult {
   const errors = findings.filter(isError);
   const status = errors.some((f) => f.status === 400) ? 400 : 422;
-  const ordered = [...errors, ...findings.filter((f) => !isError(f))];
-  return { ok: false, status, issues: ordered.map((f) => f.issue) };
+  const ordered = [...errors, ...findings.filter((f) => !isError(f))].map((f) => f.issue);
+  if (ordered.length <= MAX_ISSUES) return { ok: false, status, issues: ordered };
+  const more: OperationOutcomeIssue = { severity: 'error', code: 'too-costly', diagnostics: `${ordered.length - MAX_ISSUES} more issues not shown` };
+  return { ok: false, status, issues: [...ordered.slice(0, MAX_ISSUES), more] };
 }
 
 /**
