@@ -176,7 +176,7 @@ function endpointRequest(req: Request): EndpointRequest {
     isForm: req.is('application/x-www-form-urlencoded') === 'application/x-www-form-urlencoded',
     body: typeof req.body === 'string' ? req.body : '',
     dpop: req.headersDistinct.dpop,
-    authorization: req.headers.authorization,
+    authorization: req.headersDistinct.authorization,
     ip: clientIp(req),
   };
 }

@@ -74,6 +74,7 @@ const cases: Case[] = [
   ['an unknown client', 401, 'invalid_client', async () => ({ assertion: { claims: { iss: 'no-such-client', sub: 'no-such-client' } } })],
   ['#21 Authorization: Basic as well', 400, 'invalid_request', async () => ({ headers: { Authorization: `Basic ${Buffer.from('a:b').toString('base64')}` } })],
   ['#21 client_secret as well', 400, 'invalid_request', async () => ({ form: { client_secret: 'secret' } })],
+  ['#21 two Authorization headers (Node would keep only the first)', 400, 'invalid_request', async () => ({ headers: { Authorization: ['DPoP x', `Basic ${Buffer.from('a:b').toString('base64')}`] as unknown as string } })],
 ];
 
 test.each(cases)('client authentication: %s -> %i %s', async (_name, status, error, build) => {

@@ -15,7 +15,7 @@ export interface EndpointRequest {
   isForm: boolean;
   body: string;
   dpop: string[] | undefined;
-  authorization?: string;
+  authorization?: string | readonly string[];
   ip: string;
 }
 

@@ -1,9 +1,10 @@
 import { InvalidRequest, InvalidToken } from '../errors';
 import { MissingCredentials } from './errors';
+import { oneAuthorization } from '../http/authorization-header';
 
 export interface PresentedCredentials {
-  /** The Authorization header as received. */
-  authorization: string | undefined;
+  /** The Authorization header as received: every value when it came more than once. */
+  authorization: string | readonly string[] | undefined;
   /** The request's query names an `access_token` parameter. */
   tokenInQuery: boolean;
 }
@@ -20,7 +21,7 @@ const TOKEN68 = /^[A-Za-z0-9\-._~+/]+=*$/;
 export function accessTokenFrom(c: PresentedCredentials): string {
   // RFC 6750 §2: one method per request; and the query is not one we accept.
   if (c.tokenInQuery) throw new InvalidRequest('access tokens are accepted in the Authorization header only');
-  const value = c.authorization?.trim();
+  const value = oneAuthorization(c.authorization)?.trim();
   if (!value) {
     throw new MissingCredentials('the request carries no access token; send Authorization: DPoP <token> with a DPoP proof');
   }
@@ -30,3 +31,4 @@ export function accessTokenFrom(c: PresentedCredentials): string {
   if (rest.length !== 1 || !TOKEN68.test(rest[0])) throw new InvalidToken('the Authorization header does not carry one access token');
   return rest[0];
 }
+

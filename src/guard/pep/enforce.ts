@@ -29,7 +29,8 @@ export interface ResourceRequest {
   /** Path and query as received below the server root (`/fhir/Slot?x=1`): DPoP `htu`, query pairs. */
   originalUrl: string;
   headers: {
-    authorization?: string;
+    /** Every Authorization header sent (a second one is refused). */
+    authorization?: string | readonly string[];
     /** Every DPoP header sent (a second one is refused). */
     dpop?: string[];
     /** Every PoPP header sent. */

@@ -97,7 +97,7 @@ function resourceRequest(req: Request, readBody: RequestHandler): ResourceReques
     path: req.path,
     originalUrl: req.originalUrl,
     headers: {
-      authorization: req.headers.authorization,
+      authorization: req.headersDistinct.authorization,
       dpop: req.headersDistinct.dpop,
       popp: req.headersDistinct.popp,
       contentType: req.header('content-type'),

@@ -119,6 +119,9 @@ describe('DPoP at the resource: security.md 1.2, resource-server column', () => 
     ['no credentials at all (RFC 6750 §3.1: challenge without error)', async () => ({ scheme: null, proof: null }), 401, 'invalid_token', 'DPoP algs="ES256"'],
     ['unsupported scheme (Basic)', async () => ({ scheme: 'Basic', proof: null }), 401, 'invalid_token', 'DPoP algs="ES256"'],
     ['DPoP scheme without a token', async () => ({ token: '', proof: null }), 401, 'invalid_token', challenge('invalid_token')],
+    // Node keeps only the first of two Authorization headers: refused, not silently ignored.
+    ['two Authorization headers', async () => ({ scheme: null, headers: { Authorization: [`DPoP ${t.accessToken}`, 'Basic dXNlcjpwdw=='] } }), 400, 'invalid_request', undefined],
+    ['two Authorization headers, both the same token', async () => ({ scheme: null, headers: { Authorization: [`DPoP ${t.accessToken}`, `DPoP ${t.accessToken}`] } }), 400, 'invalid_request', undefined],
   ];
 
   test.each(refused)('row %s is refused', async (_name, build, status, error, wwwAuthenticate) => {

@@ -2,6 +2,7 @@ import { compactVerify, importJWK, type JWTPayload } from 'jose';
 import { claimsOf, decodeCompactJws, MalformedJws } from '../../jose/compact-jws';
 import type { AppContext } from '../../../context';
 import { InvalidClient, InvalidRequest } from '../../errors';
+import { oneAuthorization } from '../../http/authorization-header';
 import type { GuardSettings } from '../../settings';
 import { consumeOnce } from '../../state/replay-cache';
 import type { SharedState } from '../../state/shared-state';
@@ -14,7 +15,7 @@ export const CLIENT_ASSERTION_ALGS = ['ES256'] as const;
 export interface ClientAssertionInput {
   params: Map<string, string>;
   /** The request's Authorization header: a second authentication mechanism is refused. */
-  authorization?: string;
+  authorization?: string | readonly string[];
   /** Accepted `aud` values: the issuer and the token endpoint URL, each as a single string. */
   audiences: string[];
   /** Where used assertion jtis are remembered. */
@@ -51,7 +52,8 @@ export async function verifyClientAssertion(ctx: AppContext, settings: GuardSett
 }
 
 function onlyOneAuthenticationMechanism(input: ClientAssertionInput): void {
-  if (input.authorization && !/^dpop\s/i.test(input.authorization)) {
+  const authorization = oneAuthorization(input.authorization);
+  if (authorization && !/^dpop\s/i.test(authorization)) {
     throw new InvalidRequest('client authentication must only be provided using one mechanism');
   }
   if (input.params.has('client_secret')) throw new InvalidRequest('client authentication must only be provided using one mechanism');
