@@ -32,6 +32,8 @@ export interface Config {
   policyFile: string;
   policyEngineUrl?: string;
   logLevel: string;
+  /** LOG_FORMAT: `json` lines (default) or `pretty` for a terminal. */
+  logFormat: 'json' | 'pretty';
   production: boolean;
   /** Load demo calendars into an empty embedded store at start. */
   demoData: boolean;
@@ -96,6 +98,8 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('REDIS_URL', 'must be a redis:// or rediss:// URL');
   }
   const logLevel = nonEmpty(env, 'LOG_LEVEL') ?? 'info';
+  const logFormat = nonEmpty(env, 'LOG_FORMAT') ?? 'json';
+  if (logFormat !== 'json' && logFormat !== 'pretty') throw new ConfigError('LOG_FORMAT', 'must be json or pretty');
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
   }
@@ -132,6 +136,7 @@ export function loadConfig(env: Env = process.env): Config {
     policyFile: jsonFile(env, 'POLICY_FILE', projectPath('policies', 'default.json')),
     policyEngineUrl,
     logLevel,
+    logFormat,
     production,
     // Demo calendars are an embedded-mode convenience: on for `npm start` without DATABASE_URL,
     // off in production and against a real database unless asked for.

@@ -49,7 +49,7 @@ async function runWithoutConfig(command: string, args: string[]): Promise<number
 }
 
 async function serve(config: Config): Promise<number> {
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, config.logFormat);
   const server = await startServer(config);
   logger.info({ url: server.url, publicUrl: config.publicUrl, store: server.ctx.db.kind }, 'terminus listening');
   logDevelopmentCards(config, logger);

@@ -22,7 +22,7 @@ export interface RunningServer {
  * store or Redis that cannot be reached is a ConfigError naming DATABASE_URL / DATA_DIR /
  * REDIS_URL; whatever was opened before the failure is closed again.
  */
-export async function createContext(config: Config, logger: Logger = createLogger(config.logLevel)): Promise<AppContext> {
+export async function createContext(config: Config, logger: Logger = createLogger(config.logLevel, config.logFormat)): Promise<AppContext> {
   const db = await openStore(config);
   try {
     const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : undefined;

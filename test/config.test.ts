@@ -50,6 +50,7 @@ describe('configuration', () => {
     ['DATABASE_URL', 'mysql://x'],
     ['REDIS_URL', 'http://x'],
     ['LOG_LEVEL', 'loud'],
+    ['LOG_FORMAT', 'colourful'],
     ['CARD_TRUST_ANCHORS', '/does/not/exist.pem'],
     ['CARD_TRUST_ANCHORS', notPem],
     ['CARD_TRUST_ANCHORS', emptyPem],

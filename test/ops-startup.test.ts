@@ -91,6 +91,21 @@ describe('one process at a time on the embedded DATA_DIR', () => {
     expect(fs.existsSync(path.join(dataDir, 'terminus.lock'))).toBe(false);
   }, 30_000);
 
+  test('LOG_FORMAT=pretty writes readable lines, not JSON (CONTRACT 13)', async () => {
+    const server = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve'], { env: { ...BASE_ENV, LOG_LEVEL: 'info', LOG_FORMAT: 'pretty' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    server.stdout?.on('data', (c: Buffer) => (out += c.toString()));
+    try {
+      await listening(server);
+    } finally {
+      server.kill('SIGTERM');
+    }
+    await new Promise((resolve) => server.once('exit', resolve));
+    const line = out.split('\n').find((l) => l.includes('terminus listening'))!;
+    expect(line).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO.*: terminus listening/);
+    expect(out.split('\n').filter((l) => l.startsWith('{'))).toEqual([]);
+  }, 30_000);
+
   test('a lock left by a dead process is taken over', async () => {
     const dead = spawn(process.execPath, ['-e', '0']);
     await new Promise((resolve) => dead.once('exit', resolve));
