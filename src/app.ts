@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
-import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import cors from 'cors';
+import express, { type Express, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { bookingInterceptors } from './booking';
 import type { AppContext } from './context';
 import { fhirBodyText, fhirEnv, fhirReachPort, fhirRouter, type FhirEnv } from './fhir';
@@ -86,6 +87,7 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv): Express {
   app.set('trust proxy', ctx.config.trustProxy);
   app.set('query parser', 'extended');
   app.use(requestContext(ctx));
+  if (ctx.config.corsOrigins.length) app.use(corsPolicy(ctx.config.corsOrigins));
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
@@ -156,4 +158,19 @@ function requestContext(ctx: AppContext) {
     });
     next();
   };
+}
+
+/**
+ * CORS for the browser apps of CORS_ORIGINS: preflights answered before the guard (they carry no
+ * credentials); the DPoP and Authorization headers may be sent, and the headers a client needs
+ * (API version, locations, ETag, DPoP nonce, challenges, Retry-After) may be read.
+ */
+function corsPolicy(origins: string[]): RequestHandler {
+  return cors({
+    origin: origins,
+    methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
+    allowedHeaders: ['Authorization', 'DPoP', 'Content-Type', 'Accept', 'Prefer', 'If-Match', 'If-None-Match', 'If-None-Exist', 'PoPP', 'X-Request-Id'],
+    exposedHeaders: ['SVC-API-Version', 'Location', 'Content-Location', 'ETag', 'Last-Modified', 'DPoP-Nonce', 'WWW-Authenticate', 'Retry-After', 'X-Request-Id', 'X-Rate-Limit-Limit', 'X-Rate-Limit-Remaining', 'X-Rate-Limit-Reset'],
+    maxAge: 600,
+  });
 }

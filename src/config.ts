@@ -70,6 +70,8 @@ export interface Config {
    * addresses (docker-compose: `uniquelocal`), or every client shares the balancer's IP bucket.
    */
   trustProxy: string[];
+  /** CORS_ORIGINS: browser origins allowed to call (default none). */
+  corsOrigins: string[];
 }
 
 export class ConfigError extends Error {
@@ -153,7 +155,27 @@ export function loadConfig(env: Env = process.env): Config {
     poppJwksUrl,
     poppRequiredRoutes,
     trustProxy: parseTrustProxy(env),
+    // No browser origin may call by default: a browser app's origin is named on purpose.
+    corsOrigins: parseCorsOrigins(env),
   };
+}
+
+/** CORS_ORIGINS: comma-separated origins (scheme://host[:port]) whose browser apps may call. */
+function parseCorsOrigins(env: Env): string[] {
+  const values = (nonEmpty(env, 'CORS_ORIGINS') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const v of values) {
+    let origin: string | undefined;
+    try {
+      origin = new URL(v).origin;
+    } catch {
+      origin = undefined;
+    }
+    if (origin !== v) throw new ConfigError('CORS_ORIGINS', `"${v}" is not an origin like https://app.example.org (no path, no trailing slash)`);
+  }
+  return values;
 }
 
 /** The names Express (proxy-addr) knows; anything else must be an address or a CIDR / netmask. */

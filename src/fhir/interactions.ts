@@ -16,7 +16,8 @@ export type { Route } from '../protocol/fhir-reach';
 /** Maps a request to the interaction it asks for; unknown shapes answer 404/405. */
 export function route(req: FhirRequest): Route {
   const [a, b, c, d, ...rest] = req.path;
-  const m = req.method;
+  // RFC 9110 §9.3.2: HEAD is GET without the body, for the guard's scope check as for the answer.
+  const m = req.method === 'HEAD' ? 'GET' : req.method;
   if (rest.length) throw notFound('path', req.path.join('/'));
   if (a === undefined) {
     if (m === 'POST') return { interaction: 'transaction' };
@@ -54,6 +55,11 @@ export function route(req: FhirRequest): Route {
     return { interaction: 'vread', type: a, id: b, versionId: d };
   }
   throw notFound('path', req.path.join('/'));
+}
+
+/** An operation this server does not have: 404 not-supported (answered before the body is read). */
+export function unknownOperation(r: Route): OperationOutcomeError {
+  return new OperationOutcomeError(404, [issue('not-supported', `this server has no operation $${r.operation}${r.type ? ` on ${r.type}` : ''} (see GET /fhir/metadata)`)]);
 }
 
 function methodNotAllowed(method: string, path: string): OperationOutcomeError {
@@ -98,7 +104,7 @@ export async function handle(req: FhirRequest, env: FhirEnv, r: Route = route(re
     }
     case 'operation': {
       const op = env.operations.find(r.operation!, r.type);
-      if (!op) throw notFound('operation', `${r.type ? `${r.type}/` : ''}$${r.operation}`);
+      if (!op) throw unknownOperation(r);
       if (req.method !== 'POST' && !(req.method === 'GET' && op.allowGet)) throw methodNotAllowed(req.method, `$${r.operation}`);
       return op.handler(req, env, { type: r.type, id: r.id });
     }

@@ -16,7 +16,10 @@ export function fhirReachPort(env: FhirEnv): FhirReachPort {
   return {
     route: (method, path) => {
       try {
-        return route({ method, path, query: [], headers: {} });
+        const r = route({ method, path, query: [], headers: {} });
+        // An operation this server does not have runs nothing: the FHIR layer answers 404 not-supported, whatever the scopes.
+        if (r.interaction === 'operation' && !env.operations.find(r.operation!, r.type)) return undefined;
+        return r;
       } catch {
         return undefined;
       }

@@ -6,7 +6,7 @@ import type { Jobs } from '../jobs';
 import { Repository, StoreUnavailable, type WriteInterceptor } from '../store';
 import { BODY_LIMIT, fhirBodyText, parsedBody } from './body';
 import { FHIR_JSON, FHIR_XML, FhirFormatError, MalformedUrl, negotiateFormat, parseJson, pathSegments, queryPairs, toXml } from '../model';
-import { handle } from './interactions';
+import { handle, route, unknownOperation } from './interactions';
 import { issue, notSupported, OperationOutcomeError, outcome } from '../shared/outcomes';
 import type { FhirEnv, FhirRequest, RequestIdentity } from './request';
 import { fhirOperations, fhirRequestJob, FHIR_REQUEST_JOB } from './operations';
@@ -36,11 +36,15 @@ export function fhirRouter(ctx: AppContext, env: FhirEnv): Router {
     const query = queryPairs(req.originalUrl);
     const format = negotiateFormat(req.header('accept'), query.find(([n]) => n === '_format')?.[1]);
     res.locals.fhirFormat = format ?? 'json';
+    res.locals.pretty = query.some(([n, v]) => n === '_pretty' && v === 'true');
     try {
       if (!format) throw new OperationOutcomeError(406, [issue('not-supported', 'Accept: only application/fhir+json and application/fhir+xml are served')]);
+      // Where the request goes is known before its body is read: a path or operation that does not exist is 404, not a body error.
+      const r = route({ method: req.method, path: pathSegments(req.path), query: [], headers: {} });
+      if (r.interaction === 'operation' && !env.operations.find(r.operation!, r.type)) throw unknownOperation(r);
       const fhirReq = toFhirRequest(req, query, res.locals.identity as RequestIdentity | undefined);
       refuseConditionalCreate(fhirReq.headers.ifNoneExist);
-      const result = await handle(fhirReq, env);
+      const result = await handle(fhirReq, env, r);
       for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
       send(res, result.status, result.body);
     } catch (err) {
@@ -99,7 +103,7 @@ function send(res: Response, status: number, body?: Resource): void {
     res.send(Buffer.from(toXml(body), 'utf8'));
   } else {
     res.setHeader('Content-Type', FHIR_JSON);
-    res.send(Buffer.from(JSON.stringify(body), 'utf8'));
+    res.send(Buffer.from(res.locals.pretty ? JSON.stringify(body, null, 2) : JSON.stringify(body), 'utf8'));
   }
 }
 
@@ -120,7 +124,8 @@ function toFhirRequest(req: Request, query: [string, string][], identity?: Reque
     }
   }
   return {
-    method: req.method,
+    // HEAD runs as GET; Express leaves the body out of the answer.
+    method: req.method === 'HEAD' ? 'GET' : req.method,
     path: pathSegments(req.path),
     query: pairs,
     body,

@@ -171,7 +171,8 @@ function htmMatches(htm: string, method: string, fail: Fail): void {
 
 function htuMatches(htu: string, url: string, fail: Fail): void {
   const got = normalizeHtu(htu);
-  if (!got || got !== normalizeHtu(url)) throw fail('DPoP proof htu does not match the request URL');
+  // Naming the expected URL tells a client behind a proxy which origin (PUBLIC_URL) to sign for.
+  if (!got || got !== normalizeHtu(url)) throw fail(`DPoP proof htu does not match the request URL: expected ${normalizeHtu(url) ?? url}`);
 }
 
 function iatIsRecent(iat: number, check: DpopProofCheck, fail: Fail): void {

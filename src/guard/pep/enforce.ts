@@ -106,7 +106,7 @@ export async function enforce(request: ResourceRequest, deps: EnforcementDeps, t
   const r = deps.fhir.route(request.method, path);
   const runner = settings.upstreamUrl ? 'upstream' : 'embedded';
   const read = r && (await readRequest(deps, request, path, r));
-  const reach = r && read ? deps.fhir.reach(read, r, runner) : undefined; // every interaction and type the request touches
+  const reach = r && read ? deps.fhir.reach(read, r, runner) : unroutable(runner); // every interaction and type the request touches
   if (reach && read?.unreadable && runner === 'upstream') reach.unfollowed.push(read.unreadable);
   if (reach) await hasScopes(deps, reach, facts.scopes); // SMART v2 scopes of all of them
   const popp = await patientPresence(deps, request, reach, token.sub, now); // PoPP where configured: missing 400, invalid 403
@@ -149,7 +149,7 @@ async function patientPresence(deps: EnforcementDeps, request: ResourceRequest, 
 }
 
 function isPublic(request: ResourceRequest): boolean {
-  return request.method === 'GET' && /^\/metadata\/?$/.test(request.path);
+  return (request.method === 'GET' || request.method === 'HEAD') && /^\/metadata\/?$/.test(request.path);
 }
 
 function hasQueryToken(originalUrl: string): boolean {
@@ -193,4 +193,12 @@ async function readRequest(deps: EnforcementDeps, request: ResourceRequest, path
 /** A body that cannot be read (too large: 413; else 400). */
 export function unreadableBody(status: number | undefined): Error {
   return status === 413 ? new InvalidRequest('the request body is too large', { status: 413 }) : new InvalidRequest('the request body cannot be read');
+}
+
+/**
+ * A request the FHIR layer cannot route runs nothing there (it answers 404/405/400 itself, before
+ * any scope matters); an upstream might run it anyway, so there it needs every scope (fail closed).
+ */
+function unroutable(runner: 'upstream' | 'embedded'): Reach | undefined {
+  return runner === 'upstream' ? { routes: [], searched: new Set(), included: new Set(), unfollowed: ['the request cannot be routed'] } : undefined;
 }

@@ -133,6 +133,17 @@ describe('proxy mode: forwarded identity headers, Forwarded, svc-cause', () => {
       expect(upstream.requests.length).toBe(before);
     });
 
+    test.each([
+      ['an operation the embedded layer does not know', 'POST', '/Patient/$everything'],
+      ['a path that does not route', 'GET', '/Patient/p1/x/y/z'],
+      ['a method the embedded layer does not route', 'POST', '/metadata'],
+    ])('%s: the upstream might run it, so it needs every scope (403), nothing forwarded', async (_name, method, path) => {
+      const before = upstream.requests.length;
+      const res = await call(h, t, method, path, method === 'POST' ? { body: { resourceType: 'Parameters' } } : {});
+      expect([res.status, res.body.error]).toEqual([403, 'insufficient_scope']);
+      expect(upstream.requests.length).toBe(before);
+    });
+
     test('a search form that cannot be read: 403, nothing forwarded', async () => {
       const before = upstream.requests.length;
       // `_revinclude=Appointment:slot&x=<0xFF>`: not UTF-8, so the enforcement point cannot see the _revinclude.

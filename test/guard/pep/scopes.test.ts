@@ -62,9 +62,16 @@ describe('scopes per interaction', () => {
     ['a chain: every type on the way', 'GET', '/Slot?schedule.actor:HealthcareService.type=http://s|1', undefined, 'system/Schedule.s system/HealthcareService.s'],
     ['_revinclude in a POST _search form', 'POST', '/Slot/_search', '_id=Slot-Free-Example&_revinclude=Appointment:slot', 'system/Appointment.s'],
     ['_revinclude in a batch entry', 'POST', '/', batchOf('Slot?_id=Slot-Free-Example&_revinclude=Appointment:slot'), 'system/Appointment.s'],
-    ['an operation nobody assigned a scope: every permission on its type', 'POST', '/Slot/$lock', {}, 'system/Slot.c system/Slot.u system/Slot.d'],
-    ['a system-level operation nobody assigned a scope', 'POST', '/$purge', {}, 'system/*.c system/*.r system/*.u system/*.d system/*.s'],
   ];
+
+  test.each([
+    ['type level', '/Slot/$lock'],
+    ['system level', '/$purge'],
+  ])('an operation this server does not have (%s): 404 not-supported before any scope check', async (_name, path) => {
+    const res = await call(h, narrow, 'POST', path, { body: {} });
+    expect(res.status).toBe(404);
+    expect(res.body.issue[0].code).toBe('not-supported');
+  });
 
   test.each(table)('%s (%s %s) without its scope → 403 insufficient_scope', async (_name, method, path, body, missing) => {
     const res = await call(h, narrow, method, path, {
