@@ -31,7 +31,7 @@ describeWithRedis('a running server when Redis goes away', () => {
       stdio: ['ignore', 'pipe', 'ignore'],
     });
     url = await listening(server);
-  }, 30_000);
+  }, 120_000);
 
   afterAll(() => {
     if (server.exitCode === null) server.kill('SIGKILL');
@@ -51,7 +51,8 @@ describeWithRedis('a running server when Redis goes away', () => {
     expect([ready.status, JSON.parse(ready.body)]).toEqual([503, { status: 'unavailable' }]);
     const started = Date.now();
     const nonce = await get(`${url}${noncePath}`);
-    expect(Date.now() - started).toBeLessThan(3000);
+    // Issue 16: within 5 s with the dependency gone (the spec's bound, not a tighter one).
+    expect(Date.now() - started).toBeLessThan(5000);
     expect(nonce.status).toBe(503);
     expect(JSON.parse(nonce.body)).toMatchObject({ error: 'temporarily_unavailable', error_uri: expect.stringMatching(/#temporarily_unavailable$/) });
 
@@ -60,7 +61,7 @@ describeWithRedis('a running server when Redis goes away', () => {
     server.kill('SIGTERM');
     expect(await exited).toBe(0);
     expect(Date.now() - stopping).toBeLessThan(15_000);
-  }, 30_000);
+  }, 120_000);
 });
 
 /** The address from the `terminus listening` log line. */
@@ -98,7 +99,7 @@ describeWithRedis('the shared Redis connection', () => {
       redis.disconnect();
       relay.cut();
     }
-  }, 20_000);
+  }, 120_000);
 });
 
 function get(url: string): Promise<{ status: number; body: string }> {

@@ -15,7 +15,7 @@ const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-ops-'));
 const BASE_ENV = { PATH: process.env.PATH, LOG_LEVEL: 'silent', DATA_DIR: dataDir, DEMO_DATA: 'false', PORT: '0' };
 
 function terminus(args: string[], env: Record<string, string | undefined>) {
-  return run(process.execPath, ['--import', 'tsx', MAIN, ...args], { env: { ...BASE_ENV, ...env }, timeout: 20_000 }).then(
+  return run(process.execPath, ['--import', 'tsx', MAIN, ...args], { env: { ...BASE_ENV, ...env }, timeout: 90_000 }).then(
     (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
     (e: { code: number | null; signal?: string; stdout: string; stderr: string }) => ({ code: e.code ?? e.signal, stdout: e.stdout, stderr: e.stderr }),
   );
@@ -25,7 +25,7 @@ test('terminus --version prints the package version and exits 0 (CONTRACT 13)', 
   const r = await terminus(['--version'], {});
   expect(r.code).toBe(0);
   expect(r.stdout.trim()).toBe((JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version);
-}, 25_000);
+}, 120_000);
 
 let taken: net.Server;
 let takenPort: number;
@@ -41,7 +41,7 @@ beforeAll(async () => {
   takenPort = (taken.address() as net.AddressInfo).port;
   // A migrated store makes each start below fail fast at the step under test.
   expect((await terminus(['migrate'], {})).code).toBe(0);
-}, 30_000);
+}, 120_000);
 
 afterAll(async () => {
   await new Promise((resolve) => taken.close(resolve));
@@ -68,7 +68,7 @@ describe('serve with a bad setting stops with one line naming the variable', () 
     expect(lines[0]).toMatch(line);
     // The failed start released the embedded store.
     expect(fs.existsSync(path.join(dataDir, 'terminus.lock'))).toBe(false);
-  }, 25_000);
+  }, 120_000);
 });
 
 describe('one process at a time on the embedded DATA_DIR', () => {
@@ -89,7 +89,7 @@ describe('one process at a time on the embedded DATA_DIR', () => {
     const [code] = await new Promise<[number | null]>((resolve) => server.once('exit', (c) => resolve([c])));
     expect(code).toBe(0);
     expect(fs.existsSync(path.join(dataDir, 'terminus.lock'))).toBe(false);
-  }, 30_000);
+  }, 120_000);
 
   test('LOG_FORMAT=pretty writes readable lines, not JSON (CONTRACT 13)', async () => {
     const server = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve'], { env: { ...BASE_ENV, LOG_LEVEL: 'info', LOG_FORMAT: 'pretty' }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -104,7 +104,7 @@ describe('one process at a time on the embedded DATA_DIR', () => {
     const line = out.split('\n').find((l) => l.includes('terminus listening'))!;
     expect(line).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO.*: terminus listening/);
     expect(out.split('\n').filter((l) => l.startsWith('{'))).toEqual([]);
-  }, 30_000);
+  }, 120_000);
 
   test('a lock left by a dead process is taken over', async () => {
     const dead = spawn(process.execPath, ['-e', '0']);
@@ -113,7 +113,7 @@ describe('one process at a time on the embedded DATA_DIR', () => {
     const r = await terminus(['migrate'], {});
     expect([r.code, r.stdout.trim()]).toEqual([0, 'schema up to date']);
     expect(fs.existsSync(path.join(dataDir, 'terminus.lock'))).toBe(false);
-  }, 20_000);
+  }, 120_000);
 });
 
 function listening(child: ChildProcess): Promise<void> {
