@@ -3,7 +3,9 @@ import cors from 'cors';
 import express, { type Express, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { bookingInterceptors } from './booking';
 import type { AppContext } from './context';
-import { fhirBodyText, fhirEnv, fhirReachPort, fhirRouter, type FhirEnv } from './fhir';
+import { fhirBodyText, fhirEnv, fhirReachPort, fhirRouter, route, type FhirEnv } from './fhir';
+import { pathSegments } from './model';
+import { bookings, httpDuration, httpRequests } from './shared/metrics';
 import {
   API_VERSION,
   enforcementPoint,
@@ -87,6 +89,7 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv): Express {
   app.set('trust proxy', ctx.config.trustProxy);
   app.set('query parser', 'extended');
   app.use(requestContext(ctx));
+  app.use(httpMetrics(fhir));
   if (ctx.config.corsOrigins.length) app.use(corsPolicy(ctx.config.corsOrigins));
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -173,4 +176,47 @@ function corsPolicy(origins: string[]): RequestHandler {
     exposedHeaders: ['SVC-API-Version', 'Location', 'Content-Location', 'ETag', 'Last-Modified', 'DPoP-Nonce', 'WWW-Authenticate', 'Retry-After', 'X-Request-Id', 'X-Rate-Limit-Limit', 'X-Rate-Limit-Remaining', 'X-Rate-Limit-Reset'],
     maxAge: 600,
   });
+}
+
+/** Request count and latency per route template and status; `$book` outcomes besides. */
+function httpMetrics(fhir: FhirEnv): RequestHandler {
+  return (req, res, next) => {
+    const started = process.hrtime.bigint();
+    res.once('finish', () => {
+      const status = res.statusCode;
+      const route = routeLabel(fhir, req, status);
+      const labels = { method: req.method, route, status: String(status) };
+      httpRequests.inc(labels);
+      httpDuration.observe(labels, Number(process.hrtime.bigint() - started) / 1e9);
+      if (route === '/fhir Appointment $book') bookings.inc({ outcome: bookingOutcome(status, req.header('prefer')) });
+    });
+    next();
+  };
+}
+
+/**
+ * A label from a small fixed set: FHIR requests by interaction, stored type and known operation;
+ * other routes by path with id-like segments folded; anything unmatched as one label.
+ */
+function routeLabel(fhir: FhirEnv, req: Request, status: number): string {
+  const path = req.originalUrl.split('?')[0];
+  if (path === '/fhir' || path.startsWith('/fhir/')) {
+    try {
+      const r = route({ method: req.method, path: pathSegments(path.slice('/fhir'.length)), query: [], headers: {} });
+      const what = r.interaction === 'operation' ? (fhir.operations.find(r.operation!, r.type) ? `$${r.operation}` : '$unknown') : r.interaction;
+      return ['/fhir', r.type, what].filter(Boolean).join(' ');
+    } catch {
+      return '/fhir unroutable';
+    }
+  }
+  if (status === 404) return 'unmatched';
+  return path.replace(/\/[A-Za-z0-9_-]{16,}(?=\/|$)/g, '/:id');
+}
+
+function bookingOutcome(status: number, prefer: string | undefined): string {
+  if (status === 201) return 'booked';
+  if (status === 202) return /respond-async/i.test(prefer ?? '') ? 'accepted-async' : 'pending';
+  if (status === 409) return 'conflict';
+  if (status >= 500) return 'error';
+  return 'refused';
 }

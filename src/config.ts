@@ -72,6 +72,9 @@ export interface Config {
   trustProxy: string[];
   /** CORS_ORIGINS: browser origins allowed to call (default none). */
   corsOrigins: string[];
+  /** METRICS_PORT (0: off) and METRICS_HOST: the Prometheus `/metrics` listener. */
+  metricsPort: number;
+  metricsHost: string;
 }
 
 export class ConfigError extends Error {
@@ -157,6 +160,9 @@ export function loadConfig(env: Env = process.env): Config {
     trustProxy: parseTrustProxy(env),
     // No browser origin may call by default: a browser app's origin is named on purpose.
     corsOrigins: parseCorsOrigins(env),
+    // Prometheus scrapes on loopback by default; 0 switches the listener off.
+    metricsPort: parsePort(env, 'METRICS_PORT', 9464),
+    metricsHost: nonEmpty(env, 'METRICS_HOST') ?? '127.0.0.1',
   };
 }
 

@@ -51,7 +51,7 @@ async function runWithoutConfig(command: string, args: string[]): Promise<number
 async function serve(config: Config): Promise<number> {
   const logger = createLogger(config.logLevel, config.logFormat);
   const server = await startServer(config);
-  logger.info({ url: server.url, publicUrl: config.publicUrl, store: server.ctx.db.kind }, 'terminus listening');
+  logger.info({ url: server.url, publicUrl: config.publicUrl, store: server.ctx.db.kind, metrics: server.metricsUrl ?? 'off' }, 'terminus listening');
   logDevelopmentCards(config, logger);
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {

@@ -9,11 +9,14 @@ import { DataDirInUse, demoResources, migrate, openDb, Repository, type Db } fro
 import { issue, outcome } from './shared/outcomes';
 import { API_VERSION } from './guard';
 import { preloadValidation } from './model';
+import { startMetricsListener } from './metrics-listener';
 
 export interface RunningServer {
   ctx: AppContext;
   url: string;
   http: http.Server;
+  /** The Prometheus listener (METRICS_PORT), unless switched off. */
+  metricsUrl?: string;
   close(): Promise<void>;
 }
 
@@ -129,6 +132,7 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
 export async function startServer(config: Config, ctx?: AppContext): Promise<RunningServer> {
   const context = ctx ?? (await createContext(config));
   let server: http.Server | undefined;
+  let metrics: http.Server | undefined;
   let terminus: Terminus | undefined;
   let started = false;
   try {
@@ -139,11 +143,13 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
     server = http.createServer(terminus.app);
     answerClientErrors(server);
     await listen(server, config);
+    metrics = await startMetricsListener(config, context);
     // Every replica works the job queue and sweeps up jobs a crashed replica left behind.
     started = true;
     await terminus.start();
   } catch (err) {
     server?.close();
+    metrics?.close();
     if (started && terminus) await withTimeout(terminus.stop(), SHUTDOWN_STEP_MS, 'jobs did not stop').catch(() => undefined);
     if (!ctx) await closeContext(context);
     throw err;
@@ -152,13 +158,17 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
   const running = terminus;
   const { port } = listening.address() as AddressInfo;
   const url = `http://${config.host}:${port}`;
+  const metricsAddress = metrics?.address() as AddressInfo | undefined;
   let closing: Promise<void> | undefined;
   return {
     ctx: context,
     url,
     http: listening,
+    metricsUrl: metricsAddress ? `http://${config.metricsHost}:${metricsAddress.port}/metrics` : undefined,
     close() {
       closing ??= (async () => {
+        metrics?.close();
+        metrics?.closeAllConnections();
         await new Promise<void>((resolve) => {
           listening.close(() => resolve());
           listening.closeIdleConnections();

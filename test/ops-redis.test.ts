@@ -27,7 +27,7 @@ describeWithRedis('a running server when Redis goes away', () => {
     relay = await redisRelay(redisUrl as string);
     const { port } = relay;
     server = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, '..', 'src', 'main.ts'), 'serve'], {
-      env: { PATH: process.env.PATH, PORT: '0', DATA_DIR: dataDir, DEMO_DATA: 'false', LOG_LEVEL: 'info', REDIS_URL: `redis://127.0.0.1:${port}` },
+      env: { PATH: process.env.PATH, PORT: '0', METRICS_PORT: '0', DATA_DIR: dataDir, DEMO_DATA: 'false', LOG_LEVEL: 'info', REDIS_URL: `redis://127.0.0.1:${port}` },
       stdio: ['ignore', 'pipe', 'ignore'],
     });
     url = await listening(server);

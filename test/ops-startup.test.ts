@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 const MAIN = path.join(__dirname, '..', 'src', 'main.ts');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-ops-'));
-const BASE_ENV = { PATH: process.env.PATH, LOG_LEVEL: 'silent', DATA_DIR: dataDir, DEMO_DATA: 'false', PORT: '0' };
+const BASE_ENV = { PATH: process.env.PATH, LOG_LEVEL: 'silent', DATA_DIR: dataDir, DEMO_DATA: 'false', PORT: '0', METRICS_PORT: '0' };
 
 function terminus(args: string[], env: Record<string, string | undefined>) {
   return run(process.execPath, ['--import', 'tsx', MAIN, ...args], { env: { ...BASE_ENV, ...env }, timeout: 90_000 }).then(

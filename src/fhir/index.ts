@@ -7,4 +7,5 @@ export { fhirEnv, fhirRouter } from './router';
 export type { FhirEnv, FhirRequest, FhirResponse, RequestIdentity } from './request';
 export { importResources, readResourceFile, toImportTransaction } from './import';
 export { fhirReachPort } from './request-reach';
+export { route } from './interactions';
 export { fhirBodyText } from './body';

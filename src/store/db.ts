@@ -42,6 +42,8 @@ export interface Db {
    * volatile as the process (the guard keeps its per-request replay cache and counters here).
    */
   readonly processMemory?: Map<string, unknown>;
+  /** PostgreSQL only: the connection pool right now (for /metrics). */
+  poolState?(): { total: number; idle: number; waiting: number };
 }
 
 /** SQLSTATE codes callers react to. */
@@ -222,6 +224,10 @@ class PgDb implements Db {
       // A connection that failed is destroyed, not handed to the next request.
       client.release(broken instanceof Error ? broken : broken ? new Error(String(broken)) : undefined);
     }
+  }
+
+  poolState(): { total: number; idle: number; waiting: number } {
+    return { total: this.pool.totalCount, idle: this.pool.idleCount, waiting: this.pool.waitingCount };
   }
 
   async close(): Promise<void> {

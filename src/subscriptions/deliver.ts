@@ -1,4 +1,5 @@
 import type { AppContext } from '../context';
+import { deliveries } from '../shared/metrics';
 import { toXml } from '../model';
 import type { NotificationType } from './backport';
 import { openHeaders, type ChannelHeader } from './channel-headers';
@@ -99,7 +100,10 @@ async function step(ctx: AppContext, repo: Repository, kek: KeyEncryption, chann
       now,
     );
     const xml = (channel.payload ?? '').toLowerCase().startsWith('application/fhir+xml');
-    return postNotification(channel.endpoint!, xml ? toXml(bundle) : JSON.stringify(bundle), channel.payload!, headers, timeoutMs);
+    return postNotification(channel.endpoint!, xml ? toXml(bundle) : JSON.stringify(bundle), channel.payload!, headers, timeoutMs).then((result) => {
+      deliveries.inc({ type, outcome: result.ok ? 'delivered' : result.code });
+      return result;
+    });
   };
   const continueWith = (next: Channel | undefined): StepOutcome => (next ? { next } : { leased: false });
 

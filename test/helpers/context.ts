@@ -23,7 +23,8 @@ export interface TestContextOptions {
  * memory. The returned `now` can be moved by tests through `clock`.
  */
 export async function createTestContext(opts: TestContextOptions = {}): Promise<AppContext & { clock: TestClock }> {
-  const env: Record<string, string> = { LOG_LEVEL: 'silent', DEMO_DATA: 'false', GUARD_ENFORCEMENT: 'off', ...opts.env };
+  // METRICS_PORT 0: parallel test servers would all want 9464.
+  const env: Record<string, string> = { LOG_LEVEL: 'silent', DEMO_DATA: 'false', GUARD_ENFORCEMENT: 'off', METRICS_PORT: '0', ...opts.env };
   const config: Config = loadConfig({ ...env, PUBLIC_URL: env.PUBLIC_URL ?? 'http://localhost:8080' });
   let db = opts.db;
   if (!db) {

@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import { guardDecisions } from '../../shared/metrics';
 import type { NextFunction, Request, Response } from 'express';
 import { GuardError, InvalidRequest, isGuardError } from '../errors';
 
@@ -8,6 +9,7 @@ function errorUri(issuer: string, code: string): string {
 }
 
 export function sendGuardError(res: Response, issuer: string, err: GuardError): void {
+  guardDecisions.inc({ decision: 'refused', error: err.code });
   for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
   res.setHeader('Cache-Control', 'no-store');
   res.status(err.status).json({ error: err.code, error_description: err.description, error_uri: errorUri(issuer, err.code), ...err.extra });

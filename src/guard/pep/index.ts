@@ -1,4 +1,5 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { guardDecisions } from '../../shared/metrics';
 import type { AppContext } from '../../context';
 import { FhirFormatError } from '../../model';
 import type { FhirReachPort } from '../../protocol/fhir-reach';
@@ -76,6 +77,7 @@ export function enforcementPoint(ctx: AppContext, options: PepOptions) {
       (decision) => {
         answer();
         if (decision) {
+          guardDecisions.inc({ decision: 'allowed', error: '' });
           for (const [k, v] of Object.entries(decision.forward)) req.headers[k] = v;
           res.locals.identity = decision.identity; // the FHIR layer's typed caller
         }

@@ -1,0 +1,44 @@
+import { Counter, Histogram, Registry } from 'prom-client';
+
+/**
+ * The process's Prometheus metrics (CONTRACT 13), counted where things happen; `/metrics` on
+ * METRICS_PORT adds the gauges read at scrape time (queues, pool, Redis). Label values come from
+ * small fixed sets (route templates, error codes, outcomes), never from ids or user input.
+ */
+export const metricsRegistry = new Registry();
+
+export const httpRequests = new Counter({
+  name: 'terminus_http_requests_total',
+  help: 'HTTP requests by method, route template and status',
+  labelNames: ['method', 'route', 'status'] as const,
+  registers: [metricsRegistry],
+});
+
+export const httpDuration = new Histogram({
+  name: 'terminus_http_request_duration_seconds',
+  help: 'HTTP request latency by method, route template and status',
+  labelNames: ['method', 'route', 'status'] as const,
+  buckets: [0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  registers: [metricsRegistry],
+});
+
+export const guardDecisions = new Counter({
+  name: 'terminus_guard_decisions_total',
+  help: 'Access guard answers: allowed resource requests, and refusals by wire error code',
+  labelNames: ['decision', 'error'] as const,
+  registers: [metricsRegistry],
+});
+
+export const bookings = new Counter({
+  name: 'terminus_bookings_total',
+  help: 'Appointment/$book requests by outcome',
+  labelNames: ['outcome'] as const,
+  registers: [metricsRegistry],
+});
+
+export const deliveries = new Counter({
+  name: 'terminus_subscription_deliveries_total',
+  help: 'Rest-hook notifications sent, by notification type and outcome',
+  labelNames: ['type', 'outcome'] as const,
+  registers: [metricsRegistry],
+});
