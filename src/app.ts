@@ -12,6 +12,7 @@ import {
   guardRouter,
   keyEncryptionFor,
   pepSettings,
+  policyEngineReady,
   ResourceNotFound,
   RevokedSessions,
   sendGuardError,
@@ -94,14 +95,15 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv): Express {
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
+  // Ready: the store, Redis (when configured) and the policy engine answer (CONTRACT 13); each names its state.
   app.get('/readyz', async (_req, res) => {
-    try {
-      await ctx.db.query('SELECT 1');
-      if (ctx.redis) await ctx.redis.ping();
-      res.json({ status: 'ready' });
-    } catch {
-      res.status(503).json({ status: 'unavailable' });
-    }
+    const checks = {
+      store: await probe(() => ctx.db.query('SELECT 1')),
+      redis: ctx.redis ? await probe(() => ctx.redis!.ping()) : 'not used',
+      policy_engine: (await policyEngineReady(ctx.config, READY_TIMEOUT_MS)) ? 'ok' : 'unavailable',
+    };
+    const ready = Object.values(checks).every((v) => v !== 'unavailable');
+    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'unavailable', checks });
   });
   // One shared-state adapter for the authorization server and the enforcement point.
   const state = sharedState(ctx);
@@ -219,4 +221,19 @@ function bookingOutcome(status: number, prefer: string | undefined): string {
   if (status === 409) return 'conflict';
   if (status >= 500) return 'error';
   return 'refused';
+}
+
+/** A readiness probe answers within this, dependency or not. */
+const READY_TIMEOUT_MS = 2000;
+
+async function probe(check: () => Promise<unknown>): Promise<'ok' | 'unavailable'> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([check(), new Promise((_r, reject) => (timer = setTimeout(() => reject(new Error('timeout')), READY_TIMEOUT_MS)))]);
+    return 'ok';
+  } catch {
+    return 'unavailable';
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -17,7 +17,7 @@ describe('app shell', () => {
     expect(health.headers['svc-api-version']).toMatch(/^\d+\.\d+\.\d+/);
     const ready = await request(app).get('/readyz');
     expect(ready.status).toBe(200);
-    expect(ready.body).toEqual({ status: 'ready' });
+    expect(ready.body).toEqual({ status: 'ready', checks: { store: 'ok', redis: ctx.redis ? 'ok' : 'not used', policy_engine: 'ok' } });
   });
 
   test('an unknown path answers 404 with the guard error object', async () => {
@@ -33,6 +33,26 @@ describe('app shell', () => {
   test('readiness answers 503 while the store does not answer', async () => {
     const down = { ...ctx, db: { ...ctx.db, query: () => Promise.reject(new Error('connection terminated')) } };
     const res = await request(createApp(down)).get('/readyz');
-    expect([res.status, res.body]).toEqual([503, { status: 'unavailable' }]);
+    expect([res.status, res.body]).toMatchObject([503, { status: 'unavailable', checks: { store: 'unavailable', policy_engine: 'ok' } }]);
+  });
+
+  test('readiness answers 503 naming the policy engine while OPA does not answer, 200 once it does', async () => {
+    const http = await import('node:http');
+    let healthy = false;
+    const opa = http.createServer((req, res) => {
+      res.writeHead(req.url === '/health' && healthy ? 200 : 500).end('{}');
+    });
+    await new Promise<void>((resolve) => opa.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = opa.address() as import('node:net').AddressInfo;
+      const app = createApp({ ...ctx, config: { ...ctx.config, policyEngineUrl: `http://127.0.0.1:${port}` } });
+      const down = await request(app).get('/readyz');
+      expect([down.status, down.body.checks.policy_engine]).toEqual([503, 'unavailable']);
+      healthy = true;
+      const up = await request(app).get('/readyz');
+      expect([up.status, up.body.checks.policy_engine]).toEqual([200, 'ok']);
+    } finally {
+      opa.close();
+    }
   });
 });

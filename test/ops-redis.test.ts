@@ -48,7 +48,7 @@ describeWithRedis('a running server when Redis goes away', () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
 
     const ready = await get(`${url}/readyz`);
-    expect([ready.status, JSON.parse(ready.body)]).toEqual([503, { status: 'unavailable' }]);
+    expect([ready.status, JSON.parse(ready.body)]).toEqual([503, { status: 'unavailable', checks: { store: 'ok', redis: 'unavailable', policy_engine: 'ok' } }]);
     const started = Date.now();
     const nonce = await get(`${url}${noncePath}`);
     // Issue 16: within 5 s with the dependency gone (the spec's bound, not a tighter one).

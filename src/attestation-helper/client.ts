@@ -1,3 +1,5 @@
+import net from 'node:net';
+import nodeTls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { services, STATUS_TRAILER, type GetAttestationResponse, type RegistrationMaterial } from './proto';
 
@@ -18,8 +20,13 @@ export class AttestationHelperClient {
   private readonly setup: grpc.Client & Record<string, unknown>;
 
   constructor(address: string, tls: { ca: Buffer; cert?: Buffer; key?: Buffer }, o: { serverName?: string } = {}) {
-    const creds = grpc.credentials.createSsl(tls.ca, tls.key ?? null, tls.cert ?? null);
-    const options = o.serverName ? { 'grpc.ssl_target_name_override': o.serverName } : {};
+    const host = hostOf(address);
+    // grpc-js sends the target host as TLS server name; Node 26 refuses an IP address there (RFC
+    // 6066 §3). For an IP target: a placeholder name in SNI, the certificate still checked against the IP.
+    const ipTarget = !o.serverName && net.isIP(host) !== 0;
+    const creds = grpc.credentials.createSsl(tls.ca, tls.key ?? null, tls.cert ?? null, ipTarget ? { checkServerIdentity: (_name, cert) => nodeTls.checkServerIdentity(host, cert) } : undefined);
+    const serverName = o.serverName ?? (ipTarget ? IP_TARGET_SNI : undefined);
+    const options = serverName ? { 'grpc.ssl_target_name_override': serverName } : {};
     const { SvcAttestationService, SvcAttestationSetupService } = services();
     this.attestation = new SvcAttestationService(address, creds, options) as never;
     this.setup = new SvcAttestationSetupService(address, creds, options) as never;
@@ -53,4 +60,15 @@ export class AttestationHelperClient {
     this.attestation.close();
     this.setup.close();
   }
+}
+
+/** The SNI name sent to a helper addressed by IP (never resolved; the certificate is checked against the IP). */
+const IP_TARGET_SNI = 'attestation-helper.invalid';
+
+/** The host of `host:port`, `[v6]:port` or a bare host. */
+function hostOf(address: string): string {
+  const v6 = /^\[([^\]]+)\](?::\d+)?$/.exec(address);
+  if (v6) return v6[1];
+  const i = address.lastIndexOf(':');
+  return i > 0 && address.indexOf(':') === i ? address.slice(0, i) : address;
 }

@@ -10,3 +10,4 @@ export { ResourceNotFound, ServerError, TemporarilyUnavailable } from './errors'
 export { sendGuardError } from './http/respond';
 export { createDevPki, DevPkiExists, writeDevPki } from './pki/dev-pki';
 export { enforcementPoint, pepSettings, upstreamProxy, type PepOptions } from './pep';
+export { policyEngineReady } from './policy';

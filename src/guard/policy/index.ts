@@ -1,6 +1,6 @@
 import type { Config } from '../../config';
 import { embeddedPolicyEngine, loadPolicyData } from './embedded';
-import { opaPolicyEngine } from './opa';
+import { opaPolicyEngine, opaReady } from './opa';
 import type { PolicyData, PolicyEngine } from './types';
 
 export type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput } from './types';
@@ -12,3 +12,8 @@ export function createPolicyEngine(config: Config, data: PolicyData, timeoutMs: 
 }
 
 export { loadPolicyData };
+
+/** Whether the policy engine can decide now: the embedded one always can; OPA when its /health answers 200. */
+export function policyEngineReady(config: Config, timeoutMs: number): Promise<boolean> {
+  return config.policyEngineUrl ? opaReady(config.policyEngineUrl, timeoutMs) : Promise.resolve(true);
+}

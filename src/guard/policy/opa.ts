@@ -52,3 +52,14 @@ function parseDecision(body: unknown): PolicyDecision {
     reasons: r.allow ? [] : reasons.length ? reasons : ['denied by policy'],
   };
 }
+
+/** OPA's own health endpoint (`GET /health`): 200 once its policies are loaded. */
+export async function opaReady(baseUrl: string, timeoutMs: number): Promise<boolean> {
+  try {
+    const res = await fetch(`${baseUrl.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+    await res.body?.cancel();
+    return res.status === 200;
+  } catch {
+    return false;
+  }
+}
