@@ -2,6 +2,8 @@ import { execFile, spawn } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
+import type { AddressInfo } from 'node:net';
+import tls from 'node:tls';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { AttestationHelperClient, HelperCallError, startAttestationHelper, TpmTools, type RunningHelper } from '../../src/attestation-helper';
@@ -236,3 +238,18 @@ function xy(): { x: string; y: string } {
   const jwk = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' });
   return { x: jwk.x!, y: jwk.y! };
 }
+
+test('a helper addressed by IP must present a certificate for that IP (the name sent in SNI is a placeholder, the check is not)', async () => {
+  const elsewhere = pki.issue('elsewhere', { server: true, san: 'DNS:elsewhere.example' });
+  const impostor = tls.createServer({ cert: fs.readFileSync(elsewhere.cert), key: fs.readFileSync(elsewhere.key), ALPNProtocols: ['h2'] }, (socket) => socket.destroy());
+  await new Promise<void>((resolve) => impostor.listen(0, '127.0.0.1', resolve));
+  const c = new AttestationHelperClient(`127.0.0.1:${(impostor.address() as AddressInfo).port}`, { ca: fs.readFileSync(pki.caPem), cert: fs.readFileSync(client.cert), key: fs.readFileSync(client.key) });
+  try {
+    const err = await failure(c.getAttestation(challenge(), [7]));
+    expect(err.code).toBe(grpc.status.UNAVAILABLE);
+    expect(err.message).toMatch(/127\.0\.0\.1/);
+  } finally {
+    c.close();
+    impostor.close();
+  }
+});
