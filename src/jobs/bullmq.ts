@@ -33,7 +33,9 @@ export class BullMqQueue implements JobQueue {
       async (job) => {
         await run((job.data as { id: string }).id);
       },
-      { connection: workerConnection, concurrency: 8 },
+      // A dead worker's job is found stalled within lockDuration + stalledInterval (issue 16: under
+      // 10 s); a live worker renews its lock every half lockDuration.
+      { connection: workerConnection, concurrency: 8, lockDuration: 6000, stalledInterval: 3000 },
     );
     this.worker.on('failed', (job, err) => {
       if (!(err instanceof RetryLater)) logger.error({ err, jobId: job?.id }, 'job failed');

@@ -12,8 +12,10 @@ export { RetryLater, type JobQueue } from './port';
 
 /** Attempts per job before it answers its `exhausted` result. */
 export const MAX_ATTEMPTS = 3;
-/** How often a replica looks for jobs a crashed worker left, and purges expired results. */
-const SWEEP_MS = 30_000;
+/** How often a replica looks for jobs a crashed worker left (a lease, LEASE_MS, ran out). */
+const SWEEP_MS = 2000;
+/** How often expired results are purged. */
+const PURGE_MS = 10 * 60 * 1000;
 /** A job still queued after this long was never handed to a queue (crash between insert and enqueue). */
 const QUEUED_GRACE_MS = 10_000;
 
@@ -59,11 +61,16 @@ export class Jobs {
     return runJob(this.ctx, this.kinds, id);
   }
 
+  private purgedAt = -Infinity;
+
   /** Re-enqueues jobs left behind by a crashed worker and drops results older than 24 h. */
   async sweep(): Promise<string[]> {
     const queue = await this.start();
     const now = this.ctx.now();
-    await purgeExpired(this.ctx.db, now);
+    if (now.getTime() - this.purgedAt >= PURGE_MS) {
+      this.purgedAt = now.getTime();
+      await purgeExpired(this.ctx.db, now);
+    }
     const ids = await abandonedJobs(this.ctx.db, now, QUEUED_GRACE_MS);
     for (const id of ids) await queue.enqueue(id);
     return ids;

@@ -1,7 +1,7 @@
 import type { AppContext } from '../context';
 import type { Db } from '../store';
 import { RetryLater } from './port';
-import { claimJob, completeJob, readJob, requeueJob, type JobResult } from './store';
+import { claimJob, completeJob, LEASE_MS, readJob, renewJobLease, requeueJob, type JobResult } from './store';
 
 export interface JobKind {
   /**
@@ -24,6 +24,11 @@ export async function runJob(ctx: AppContext, kinds: ReadonlyMap<string, JobKind
     await completeJob(ctx.db, id, { status: 500, body: { error: `no handler for job kind ${job.kind}` } }, ctx.now());
     return;
   }
+  // Outside the job's transaction: the renewal must commit while the job is still working.
+  const heartbeat = setInterval(() => {
+    void renewJobLease(ctx.db, id, ctx.now()).catch(() => undefined);
+  }, LEASE_MS / 3);
+  heartbeat.unref?.();
   try {
     await ctx.db.transaction(async (tx) => {
       // Two workers given the same job (a stall false alarm) queue here; the second finds it done.
@@ -46,5 +51,7 @@ export async function runJob(ctx: AppContext, kinds: ReadonlyMap<string, JobKind
     ctx.logger.warn({ err, jobId: id, attempt: job.attempts }, 'job attempt failed, retrying');
     await requeueJob(ctx.db, id, ctx.now());
     throw new RetryLater(id, err);
+  } finally {
+    clearInterval(heartbeat);
   }
 }

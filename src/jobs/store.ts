@@ -22,8 +22,12 @@ export interface JobRecord {
 
 /** Results are kept this long after the request (24 h), then polls answer 404. */
 const RETENTION_MS = 24 * 60 * 60 * 1000;
-/** A running job not finished within its lease was abandoned by a crashed worker: run it again. */
-export const LEASE_MS = 60_000;
+/**
+ * A running job whose lease ran out was abandoned by a crashed worker: run it again. The worker
+ * renews the lease every third of it while the job runs, so the lease bounds the takeover after a
+ * crash (issue 16: under 10 s with the sweep), not the length of a job.
+ */
+export const LEASE_MS = 6000;
 
 interface Row {
   id: string;
@@ -77,6 +81,11 @@ export async function claimJob(db: Db, id: string, now: Date): Promise<JobRecord
     [id, new Date(now.getTime() + LEASE_MS).toISOString(), now.toISOString()],
   );
   return rows[0] && toRecord(rows[0]);
+}
+
+/** Extends the lease of a job still running. */
+export async function renewJobLease(db: Db, id: string, now: Date): Promise<void> {
+  await db.query(`UPDATE async_job SET lease_until = $2 WHERE id = $1 AND state = 'running'`, [id, new Date(now.getTime() + LEASE_MS).toISOString()]);
 }
 
 export async function completeJob(db: Db, id: string, result: JobResult, now: Date): Promise<void> {

@@ -132,6 +132,11 @@ export async function endedChannels(db: Db, now: Date): Promise<{ id: string; ve
   return rows.map((r) => ({ id: r.id, version: String(r.version_id) }));
 }
 
+/** Extends a claim still held (a released one stays released). */
+export async function renewChannelLease(db: Db, id: string, until: Date): Promise<void> {
+  await db.query('UPDATE subscription_channel SET lease_until = $2 WHERE id = $1 AND lease_until IS NOT NULL', [id, until.toISOString()]);
+}
+
 export async function releaseChannel(db: Db, id: string): Promise<void> {
   await db.query('UPDATE subscription_channel SET lease_until = NULL WHERE id = $1', [id]);
 }

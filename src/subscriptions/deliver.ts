@@ -3,7 +3,7 @@ import { deliveries } from '../shared/metrics';
 import { toXml } from '../model';
 import type { NotificationType } from './backport';
 import { openHeaders, type ChannelHeader } from './channel-headers';
-import { recordFailure, recordSuccess, releaseChannel, setErrorCode, type Channel } from './channel-store';
+import { recordFailure, recordSuccess, releaseChannel, renewChannelLease, setErrorCode, type Channel } from './channel-store';
 import { eventsBetween, type SubscriptionEvent } from './event-store';
 import { notificationBundle } from './notification-bundle';
 import { postNotification, type PostResult } from './rest-hook';
@@ -41,8 +41,16 @@ export const DEFAULT_DELIVERY: DeliverySettings = { maxAttempts: 6, backoffMs: 5
 type StepOutcome = { next: Channel } | { next?: undefined; leased: boolean };
 
 /** How long a claim holds a subscription: enough for `perClaim` notifications at the longest timeout. */
+/**
+ * A claim lasts this long unless renewed; the delivering process renews it every third of it
+ * while it works (a slow endpoint may take maxTimeoutMs per notification). A process that dies
+ * stops renewing: another replica takes the subscription over within this plus one poll (issue 16:
+ * under 10 s), instead of waiting out the longest possible delivery.
+ */
+export const DEFAULT_LEASE_MS = 6000;
+
 export function leaseMs(settings: DeliverySettings): number {
-  return settings.leaseMs ?? settings.maxTimeoutMs * (settings.perClaim + 1) + 5000;
+  return settings.leaseMs || DEFAULT_LEASE_MS;
 }
 
 /**
@@ -55,6 +63,11 @@ export async function deliverClaimed(ctx: AppContext, repo: Repository, kek: Key
   let channel = claimed;
   let events = prefetched;
   let leased = true;
+  const lease = leaseMs(settings);
+  const heartbeat = setInterval(() => {
+    void renewChannelLease(ctx.db, claimed.id, new Date(ctx.now().getTime() + lease)).catch(() => undefined);
+  }, lease / 3);
+  heartbeat.unref?.();
   try {
     for (let turn = 0; turn < settings.perClaim; turn++) {
       const outcome = await step(ctx, repo, kek, channel, settings, events);
@@ -66,6 +79,7 @@ export async function deliverClaimed(ctx: AppContext, repo: Repository, kek: Key
       channel = outcome.next;
     }
   } finally {
+    clearInterval(heartbeat);
     if (leased) await releaseChannel(ctx.db, claimed.id);
   }
 }

@@ -3,6 +3,7 @@ import path from 'node:path';
 import request from 'supertest';
 import { composeTerminus } from '../../src/app';
 import { fanOut } from '../../src/subscriptions/fan-out';
+import { DEFAULT_LEASE_MS } from '../../src/subscriptions/deliver';
 import { asFhir, owner } from '../booking/builders';
 import { createTestContext } from '../helpers/context';
 import { activeSubscription, book, FAST, freshPatient, notificationEvents, Receiver, statusOf, subscription, subscriptionFixture, type SubscriptionFixture } from './helpers';
@@ -110,9 +111,9 @@ onPostgres('at-least-once delivery when the delivering process is killed (ISiK p
     await f.close();
   });
 
-  async function deliveringProcess(schema: string): Promise<ChildProcess> {
+  async function deliveringProcess(schema: string, leaseMs: number | undefined = LEASE_MS): Promise<ChildProcess> {
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'processes', 'dispatcher.ts')], {
-      env: { ...process.env, GUARD_KEY_SECRET: KEY_SECRET, TERMINUS_TEST_SCHEMA: schema, TERMINUS_TEST_LEASE_MS: String(LEASE_MS) },
+      env: { ...process.env, GUARD_KEY_SECRET: KEY_SECRET, TERMINUS_TEST_SCHEMA: schema, TERMINUS_TEST_LEASE_MS: leaseMs === undefined ? '' : String(leaseMs) },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     children.push(child);
@@ -155,7 +156,46 @@ onPostgres('at-least-once delivery when the delivering process is killed (ISiK p
     second.kill('SIGTERM');
     expect(await secondExit).toBe(0);
     expect(receiver.ofType('event-notification', path)).toHaveLength(2);
-  }, 20_000);
+  }, 60_000);
+
+  test('default lease: a live process keeps its claim past the lease (heartbeat), a killed one is taken over within seconds', async () => {
+    const pat = await freshPatient(f);
+    const path = '/taken-over';
+    // The handshake needs a delivery loop (an earlier test may have stopped this one).
+    f.terminus.subscriptions.start(FAST);
+    const sub = await activeSubscription(f, subscription(receiver.url(path), { filter: `Appointment?patient=${pat}` }));
+    await f.terminus.subscriptions.stop();
+    const booked = await book(f, 'manual-schedule', pat);
+    expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: confirm }, owner())).status).toBe(200);
+    const { rows } = await f.ctx.db.query<{ schema: string }>('SELECT current_schema() AS schema');
+    const schema = rows[0].schema;
+
+    receiver.hold = true;
+    const first = await deliveringProcess(schema, undefined);
+    const firstExit = exited(first);
+    await receiver.waitFor('event-notification', 1, path, 60_000);
+    // A second replica runs beside it while the first's POST waits longer than a whole lease.
+    const second = await deliveringProcess(schema, undefined);
+    const secondExit = exited(second);
+    await new Promise((r) => setTimeout(r, DEFAULT_LEASE_MS * 2));
+    expect(receiver.ofType('event-notification', path)).toHaveLength(1);
+    expect((await channelRow(f, sub.id!)).leased).toBe(true);
+
+    receiver.hold = false;
+    const killedAt = Date.now();
+    first.kill('SIGKILL');
+    expect(await firstExit).toBe('SIGKILL');
+    await receiver.waitFor('event-notification', 2, path, 60_000);
+    const takeoverMs = Date.now() - killedAt;
+    // Lease (6 s) plus one poll; generous for a machine at 4x CPU oversubscription, far below the old 185 s.
+    expect(takeoverMs).toBeLessThan(30_000);
+    process.stdout.write(`subscription takeover after SIGKILL: ${takeoverMs} ms\n`);
+    const until = Date.now() + 10_000;
+    while ((await channelRow(f, sub.id!)).delivered_through !== '1' && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
+    expect((await channelRow(f, sub.id!)).delivered_through).toBe('1');
+    second.kill('SIGTERM');
+    expect(await secondExit).toBe(0);
+  }, 120_000);
 });
 
 async function channelRow(f: SubscriptionFixture, id: string): Promise<{ delivered_through: string; leased: boolean }> {
