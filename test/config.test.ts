@@ -28,6 +28,7 @@ describe('configuration', () => {
     expect(c.repositoryOwners).toEqual([]);
     expect(c.policyFile).toMatch(/policies[/\\]default\.json$/);
     expect(c.trustProxy).toEqual(['loopback']);
+    expect([c.metricsHost, c.metricsPort, c.corsOrigins, c.logFormat]).toEqual(['127.0.0.1', 9464, [], 'json']);
   });
 
   test('TRUST_PROXY takes the names and address ranges Express accepts', () => {
@@ -51,6 +52,9 @@ describe('configuration', () => {
     ['REDIS_URL', 'http://x'],
     ['LOG_LEVEL', 'loud'],
     ['LOG_FORMAT', 'colourful'],
+    ['METRICS_PORT', '99999'],
+    ['CORS_ORIGINS', 'https://app.example.org/'],
+    ['CORS_ORIGINS', 'not an origin'],
     ['CARD_TRUST_ANCHORS', '/does/not/exist.pem'],
     ['CARD_TRUST_ANCHORS', notPem],
     ['CARD_TRUST_ANCHORS', emptyPem],

@@ -13,7 +13,7 @@ const run = promisify(execFile);
 describe('server lifecycle on the embedded store', () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-embedded-'));
   afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
-  const config = () => loadConfig({ PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'silent', GUARD_ENFORCEMENT: 'off' });
+  const config = () => loadConfig({ PORT: '0', METRICS_PORT: '0', DATA_DIR: dataDir, LOG_LEVEL: 'silent', GUARD_ENFORCEMENT: 'off' });
 
   test('first start loads demo calendars; a restart keeps data and does not reload them', async () => {
     const first = await startServer(config());
