@@ -1,4 +1,4 @@
-import type { Config } from '../config';
+import { ConfigError, type Config } from '../config';
 import { composeParts } from '../app';
 import { importResources, readResourceFile } from '../fhir';
 import { OperationOutcomeError } from '../shared/outcomes';
@@ -10,13 +10,21 @@ export async function runImport(config: Config, files: string[]): Promise<number
     process.stderr.write('usage: terminus import FILE...\n');
     return 2;
   }
-  const ctx = await createContext({ ...config, demoData: false });
+  const ctx = await createContext({ ...config, demoData: false }).catch((err: unknown) => {
+    // A running embedded server holds DATA_DIR: the data goes in through it, not beside it.
+    if (err instanceof ConfigError && err.variable === 'DATA_DIR' && /in use by process/.test(err.message)) {
+      throw new ConfigError('DATA_DIR', `${err.message.replace(/^DATA_DIR: /, '')} (a running server): import through it as an owner (terminus-client http POST /fhir --data FILE, a transaction Bundle) or stop it first`);
+    }
+    throw err;
+  });
   const { fhir } = composeParts(ctx);
   try {
-    for (const file of files) {
+    for (const [i, file] of files.entries()) {
       try {
+        const started = Date.now();
+        process.stdout.write(`[${i + 1}/${files.length}] ${file}: importing ...\n`);
         const n = await importResources(fhir, readResourceFile(file));
-        process.stdout.write(`${file}: ${n} resources imported\n`);
+        process.stdout.write(`[${i + 1}/${files.length}] ${file}: ${n} resources imported in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
       } catch (err) {
         const detail = err instanceof OperationOutcomeError ? `${err.status} ${err.message}` : (err as Error).message;
         process.stderr.write(`${file}: import failed, nothing from this file was stored: ${detail}\n`);
