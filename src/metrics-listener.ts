@@ -43,28 +43,34 @@ export async function startMetricsListener(config: Config, ctx: AppContext): Pro
   return server;
 }
 
+/** The store is away: this scrape goes without the gauges that read it. */
+async function quietly(f: () => Promise<void>): Promise<void> {
+  try {
+    await f();
+  } catch {
+    // Left out of this scrape.
+  }
+}
+
 function scrapeGauges(ctx: AppContext): Registry {
   const registry = new Registry();
-  const quietly = async (f: () => Promise<void>) => {
-    try {
-      await f();
-    } catch {
-      // The store is away: this scrape goes without these gauges.
-    }
-  };
-  new Gauge({
-    name: 'terminus_jobs',
-    help: 'Asynchronous requests (jobs) by state',
-    labelNames: ['state'] as const,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      await quietly(async () => {
-        const { rows } = await ctx.db.query<{ state: string; n: string }>('SELECT state, count(*) AS n FROM async_job GROUP BY state');
-        for (const r of rows) this.set({ state: r.state }, Number(r.n));
-      });
-    },
-  });
+  /** A gauge per value of one column, counted by `sql` (columns `label`, `n`) at each scrape. */
+  const countBy = (name: string, help: string, label: string, sql: string) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: [label],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        await quietly(async () => {
+          const { rows } = await ctx.db.query<{ label: string; n: string }>(sql);
+          for (const r of rows) this.set({ [label]: r.label }, Number(r.n));
+        });
+      },
+    });
+  countBy('terminus_jobs', 'Asynchronous requests (jobs) by state', 'state', 'SELECT state AS label, count(*) AS n FROM async_job GROUP BY state');
+  countBy('terminus_subscriptions', 'Live subscriptions by status', 'status', 'SELECT status AS label, count(*) AS n FROM subscription_channel WHERE NOT deleted GROUP BY status');
   new Gauge({
     name: 'terminus_subscription_backlog_events',
     help: 'Events matched but not yet acknowledged by the endpoint, over all live subscriptions',
@@ -73,19 +79,6 @@ function scrapeGauges(ctx: AppContext): Registry {
       await quietly(async () => {
         const { rows } = await ctx.db.query<{ n: string | null }>('SELECT sum(greatest(events_since_start - delivered_through, 0)) AS n FROM subscription_channel WHERE NOT deleted');
         this.set(Number(rows[0]?.n ?? 0));
-      });
-    },
-  });
-  new Gauge({
-    name: 'terminus_subscriptions',
-    help: 'Live subscriptions by status',
-    labelNames: ['status'] as const,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      await quietly(async () => {
-        const { rows } = await ctx.db.query<{ status: string; n: string }>('SELECT status, count(*) AS n FROM subscription_channel WHERE NOT deleted GROUP BY status');
-        for (const r of rows) this.set({ status: r.status }, Number(r.n));
       });
     },
   });

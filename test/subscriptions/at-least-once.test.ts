@@ -122,16 +122,25 @@ onPostgres('at-least-once delivery when the delivering process is killed (ISiK p
 
   const exited = (child: ChildProcess) => new Promise<NodeJS.Signals | number | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
 
-  test('SIGKILL while holding the claim: a second process delivers the event after the lease', async () => {
+  /**
+   * An active subscription to `path` for a fresh patient, then a confirmed booking whose event only
+   * the child processes deliver (this process's loop is stopped); the schema they work on.
+   */
+  async function eventForChildren(path: string) {
     const pat = await freshPatient(f);
-    const path = '/killed';
+    // The handshake needs a delivery loop (an earlier test may have stopped this one).
+    f.terminus.subscriptions.start(FAST);
     const sub = await activeSubscription(f, subscription(receiver.url(path), { filter: `Appointment?patient=${pat}` }));
-    // From here on only the child processes deliver.
     await f.terminus.subscriptions.stop();
     const booked = await book(f, 'manual-schedule', pat);
     expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: confirm }, owner())).status).toBe(200);
     const { rows } = await f.ctx.db.query<{ schema: string }>('SELECT current_schema() AS schema');
-    const schema = rows[0].schema;
+    return { sub, booked, schema: rows[0].schema };
+  }
+
+  test('SIGKILL while holding the claim: a second process delivers the event after the lease', async () => {
+    const path = '/killed';
+    const { sub, booked, schema } = await eventForChildren(path);
 
     receiver.hold = true;
     const first = await deliveringProcess(schema);
@@ -159,16 +168,8 @@ onPostgres('at-least-once delivery when the delivering process is killed (ISiK p
   }, 60_000);
 
   test('default lease: a live process keeps its claim past the lease (heartbeat), a killed one is taken over within seconds', async () => {
-    const pat = await freshPatient(f);
     const path = '/taken-over';
-    // The handshake needs a delivery loop (an earlier test may have stopped this one).
-    f.terminus.subscriptions.start(FAST);
-    const sub = await activeSubscription(f, subscription(receiver.url(path), { filter: `Appointment?patient=${pat}` }));
-    await f.terminus.subscriptions.stop();
-    const booked = await book(f, 'manual-schedule', pat);
-    expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: confirm }, owner())).status).toBe(200);
-    const { rows } = await f.ctx.db.query<{ schema: string }>('SELECT current_schema() AS schema');
-    const schema = rows[0].schema;
+    const { sub, schema } = await eventForChildren(path);
 
     receiver.hold = true;
     const first = await deliveringProcess(schema, undefined);
