@@ -13,7 +13,9 @@ const project = (displayName, setupFiles, testPathIgnorePatterns = []) => ({
   testPathIgnorePatterns: ['/node_modules/', ...testPathIgnorePatterns],
   transform: { '^.+\\.ts$': ['ts-jest', { diagnostics: false }] },
   setupFiles,
-  testTimeout: 60000,
+  // Generous: the limit must hold on a busy 2-core machine (stress-ng --cpu 4), where spawning a
+  // tsx process alone can take half a minute.
+  testTimeout: 180000,
 });
 
 const embedded = project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded.ts']);
@@ -48,7 +50,7 @@ module.exports = {
         ...(process.env.REDIS_URL && process.env.TERMINUS_TEST_EMBEDDED_REDIS === '1' ? [project('embedded-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded-redis.ts'], [...CLIENT_SIDE, ...BROWSER])] : []),
       ]
     : [embedded],
-  testTimeout: 60000,
+  testTimeout: 180000,
   maxWorkers: 2,
   reporters: ['default', '<rootDir>/test/summary-reporter.js'],
 };

@@ -195,7 +195,7 @@ describe('event notifications (ISiK points 4 and 5)', () => {
     } finally {
       await failing.stop();
     }
-  }, 30_000);
+  }, 120_000);
 
   describe('$status and $events (ISiK points 6 and 7)', () => {
     let subId: string;
