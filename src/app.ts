@@ -25,6 +25,7 @@ import {
 import { Jobs } from './jobs';
 import { StoreUnavailable, type WriteInterceptor } from './store';
 import { subscriptionInterceptors, Subscriptions, type DispatcherSettings } from './subscriptions';
+import { withTimeout } from './shared/timeout';
 
 /** The parts of one application, composed here and nowhere else; two in one process share nothing. */
 export interface Parts {
@@ -227,13 +228,10 @@ function bookingOutcome(status: number, prefer: string | undefined): string {
 const READY_TIMEOUT_MS = 2000;
 
 async function probe(check: () => Promise<unknown>): Promise<'ok' | 'unavailable'> {
-  let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([check(), new Promise((_r, reject) => (timer = setTimeout(() => reject(new Error('timeout')), READY_TIMEOUT_MS)))]);
+    await withTimeout(check(), READY_TIMEOUT_MS, 'timeout');
     return 'ok';
   } catch {
     return 'unavailable';
-  } finally {
-    clearTimeout(timer);
   }
 }

@@ -10,6 +10,7 @@ import { issue, outcome } from './shared/outcomes';
 import { API_VERSION } from './guard';
 import { preloadValidation } from './model';
 import { startMetricsListener } from './metrics-listener';
+import { withTimeout } from './shared/timeout';
 
 export interface RunningServer {
   ctx: AppContext;
@@ -205,15 +206,6 @@ function listen(server: http.Server, config: Config): Promise<void> {
     });
     server.listen(config.port, config.host, () => resolve());
   });
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(message)), ms);
-    timer.unref();
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 /** A connection URL without its password, for messages. */

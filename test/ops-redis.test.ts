@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { connectRedis } from '../src/server';
+import { tcpRelay, type TcpRelay } from './helpers/relay';
 
 /**
  * Redis going away under a running server (REDIS_URL through a TCP relay the test cuts): /readyz
@@ -19,12 +19,12 @@ const describeWithRedis = redisUrl ? describe : describe.skip;
 
 describeWithRedis('a running server when Redis goes away', () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-redis-'));
-  let relay: RedisRelay;
+  let relay: TcpRelay;
   let server: ChildProcess;
   let url: string;
 
   beforeAll(async () => {
-    relay = await redisRelay(redisUrl as string);
+    relay = await tcpRelay(redisUrl as string, 6379);
     const { port } = relay;
     server = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, '..', 'src', 'main.ts'), 'serve'], {
       env: { PATH: process.env.PATH, PORT: '0', METRICS_PORT: '0', DATA_DIR: dataDir, DEMO_DATA: 'false', LOG_LEVEL: 'info', REDIS_URL: `redis://127.0.0.1:${port}` },
@@ -33,8 +33,9 @@ describeWithRedis('a running server when Redis goes away', () => {
     url = await listening(server);
   }, 120_000);
 
-  afterAll(() => {
+  afterAll(async () => {
     if (server.exitCode === null) server.kill('SIGKILL');
+    await relay.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
@@ -79,7 +80,7 @@ function listening(child: ChildProcess): Promise<string> {
 
 describeWithRedis('the shared Redis connection', () => {
   test('logs one line when Redis goes away and one when it is back, not one per reconnect attempt', async () => {
-    const relay = await redisRelay(redisUrl as string);
+    const relay = await tcpRelay(redisUrl as string, 6379);
     const { port } = relay;
     const lines: string[] = [];
     const logger = pino({ level: 'info' }, new Writable({ write: (chunk, _enc, done) => (lines.push(JSON.parse(String(chunk)).msg), done()) }));
@@ -97,7 +98,7 @@ describeWithRedis('the shared Redis connection', () => {
       expect(lines).toEqual([expect.stringMatching(/^redis unreachable/), 'redis reachable again']);
     } finally {
       redis.disconnect();
-      relay.cut();
+      await relay.close();
     }
   }, 120_000);
 });
@@ -112,35 +113,4 @@ function get(url: string): Promise<{ status: number; body: string }> {
       })
       .on('error', reject);
   });
-}
-
-/** A TCP relay to Redis the test can cut (refusing and dropping connections) and restore on the same port. */
-interface RedisRelay {
-  port: number;
-  cut(): void;
-  restore(): Promise<void>;
-}
-
-async function redisRelay(redis: string): Promise<RedisRelay> {
-  const target = new URL(redis);
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port || 6379), target.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.on('close', () => sockets.delete(s));
-    }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  return {
-    port,
-    cut: () => {
-      server.close();
-      for (const s of sockets) s.destroy();
-    },
-    restore: () => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve)),
-  };
 }

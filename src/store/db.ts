@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import { Pool, type PoolClient } from 'pg';
+import { Pool, type PoolClient, type QueryConfig } from 'pg';
 
 // The contrib entry ships ESM-only typings; at run time its CommonJS build loads fine.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -10,7 +10,21 @@ const { btree_gist } = require('@electric-sql/pglite/contrib/btree_gist') as { b
 
 export interface QueryOptions {
   prepare?: boolean;
+  /**
+   * PostgreSQL only: how long to wait for the answer, instead of the pool's STORE_QUERY_TIMEOUT_MS
+   * (migrations and bulk imports pass a longer one).
+   */
+  timeoutMs?: number;
 }
+
+/**
+ * PostgreSQL bounds (issue 16): with the database partitioned away, a request gets its 503 within
+ * 5 s instead of waiting for TCP to give up. A pooled connection (or a free slot in the pool) must
+ * come within STORE_CONNECT_TIMEOUT_MS, a statement's answer within STORE_QUERY_TIMEOUT_MS; a
+ * connection that missed its answer is destroyed, never reused.
+ */
+export const STORE_CONNECT_TIMEOUT_MS = 3000;
+export const STORE_QUERY_TIMEOUT_MS = 3000;
 
 /** Prepared-statement name of a query text. */
 function statementName(sql: string): string {
@@ -74,7 +88,7 @@ function isConnectionFailure(err: unknown): boolean {
   const code = (err as { code?: unknown })?.code;
   return (
     ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH'].includes(String(code)) ||
-    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection ended unexpectedly/.test(message)
+    /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection ended unexpectedly|Query read timeout/.test(message)
   );
 }
 
@@ -106,6 +120,10 @@ export async function openDb(opts: OpenDbOptions): Promise<Db> {
     new Pool({
       connectionString: opts.databaseUrl,
       max: opts.poolSize ?? 20,
+      connectionTimeoutMillis: STORE_CONNECT_TIMEOUT_MS,
+      query_timeout: STORE_QUERY_TIMEOUT_MS,
+      // A peer that vanished without a FIN is noticed on idle connections too.
+      keepAlive: true,
       // Parallel plans cost milliseconds of worker start-up for queries that run in one or two;
       // under concurrent load they only add latency (search probes are index-only scans).
       options: ['-c max_parallel_workers_per_gather=0', opts.schema ? `-c search_path=${opts.schema},public` : ''].join(' ').trim(),
@@ -178,6 +196,15 @@ function processAlive(pid: number): boolean {
   }
 }
 
+function queryConfig(sql: string, values: unknown[], opts: QueryOptions): QueryConfig {
+  return {
+    text: sql,
+    values,
+    ...(opts.prepare ? { name: statementName(sql) } : {}),
+    ...(opts.timeoutMs !== undefined ? { query_timeout: opts.timeoutMs } : {}),
+  };
+}
+
 class PgDb implements Db {
   readonly kind = 'pg' as const;
   readonly inTransaction = false;
@@ -190,7 +217,7 @@ class PgDb implements Db {
 
   async query<T>(sql: string, params: unknown[] = [], opts: QueryOptions = {}): Promise<QueryResult<T>> {
     try {
-      const r = await this.pool.query(opts.prepare ? { name: statementName(sql), text: sql, values: params } : { text: sql, values: params });
+      const r = await this.pool.query(queryConfig(sql, params, opts));
       return { rows: r.rows as T[], rowCount: r.rowCount ?? 0 };
     } catch (err) {
       throw unavailableOr(err);
@@ -216,8 +243,10 @@ class PgDb implements Db {
       await client.query('COMMIT');
       return result;
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
       broken ??= isConnectionFailure(err) ? err : undefined;
+      // A connection that lost its peer (or missed an answer) cannot roll back: destroying it does,
+      // on the server's side, without waiting another timeout for a ROLLBACK that cannot come.
+      if (!broken) await client.query('ROLLBACK').catch(() => undefined);
       throw unavailableOr(err);
     } finally {
       client.off('error', onError);
@@ -240,7 +269,7 @@ class PgTxDb implements Db {
   readonly inTransaction = true;
   constructor(private readonly client: PoolClient) {}
   async query<T>(sql: string, params: unknown[] = [], opts: QueryOptions = {}): Promise<QueryResult<T>> {
-    const r = await this.client.query(opts.prepare ? { name: statementName(sql), text: sql, values: params } : { text: sql, values: params });
+    const r = await this.client.query(queryConfig(sql, params, opts));
     return { rows: r.rows as T[], rowCount: r.rowCount ?? 0 };
   }
   transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {

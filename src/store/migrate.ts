@@ -4,6 +4,8 @@ import { projectPath } from '../shared/paths';
 import type { Db } from './db';
 
 const MIGRATIONS_DIR = projectPath('migrations');
+/** A migration may rewrite a large table, and waits for another replica's: no request-sized bound. */
+const MIGRATION_TIMEOUT_MS = 30 * 60_000;
 
 /**
  * Applies migrations/NNN_name.sql in name order, each once, each in its own transaction.
@@ -15,7 +17,7 @@ export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<string[]> {
     .filter((f) => /^\d+_.+\.sql$/.test(f))
     .sort();
   return db.transaction(async (tx) => {
-    await tx.query('SELECT pg_advisory_xact_lock(7431001)');
+    await tx.query('SELECT pg_advisory_xact_lock(7431001)', [], { timeoutMs: MIGRATION_TIMEOUT_MS });
     await tx.query(
       'CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
     );
@@ -24,7 +26,7 @@ export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<string[]> {
     for (const file of files) {
       if (done.has(file)) continue;
       const sql = fs.readFileSync(path.join(dir, file), 'utf8');
-      await tx.query(sql);
+      await tx.query(sql, [], { timeoutMs: MIGRATION_TIMEOUT_MS });
       await tx.query('INSERT INTO schema_migrations (name) VALUES ($1)', [file]);
       applied.push(file);
     }
