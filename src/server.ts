@@ -241,13 +241,15 @@ export function answerClientErrors(server: http.Server): void {
       ? 'Request line and headers are too large: send long searches as POST [type]/_search with a form body'
       : 'Malformed HTTP request';
     const body = JSON.stringify(outcome([issue(tooLarge ? 'too-costly' : 'structure', diagnostics)]));
+    // The answer to HEAD has no body (RFC 9110 9.3.2), even when the rest of the request was unreadable.
+    const head = (err as { rawPacket?: Buffer }).rawPacket?.subarray(0, 5).toString('latin1') === 'HEAD ';
     socket.end(
       `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n` +
         'Content-Type: application/fhir+json; charset=UTF-8\r\n' +
         `SVC-API-Version: ${API_VERSION}\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\n` +
         'Connection: close\r\n\r\n' +
-        body,
+        (head ? '' : body),
     );
   });
 }

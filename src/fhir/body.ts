@@ -1,5 +1,5 @@
 import express, { type Request, type RequestHandler } from 'express';
-import { MalformedBody, parseBody, UnsupportedMediaType } from '../model';
+import { FhirJsonError, MalformedBody, parametersShapeError, parseBody, UnsupportedMediaType } from '../model';
 
 /** Largest request body accepted (a transaction Bundle of a few thousand slots fits). */
 export const BODY_LIMIT = '5mb';
@@ -55,6 +55,10 @@ const parsed = new WeakMap<object, unknown>();
 export function parsedBody(req: object, contentType: string | undefined, text: string): unknown {
   if (parsed.has(req)) return parsed.get(req);
   const value = parseBody(contentType, text);
+  if (value.resourceType === 'Parameters') {
+    const wrong = parametersShapeError(value as unknown as Record<string, unknown>);
+    if (wrong) throw new FhirJsonError(wrong.diagnostics, wrong.expression);
+  }
   parsed.set(req, value);
   return value;
 }

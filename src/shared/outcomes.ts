@@ -1,4 +1,5 @@
 import type { OperationOutcome, OperationOutcomeIssue } from '@medplum/fhirtypes';
+import { representable } from './characters';
 
 /**
  * The one OperationOutcome vocabulary (after Medplum's): every FHIR failure is an
@@ -31,9 +32,14 @@ export function outcome(issues: OperationOutcomeIssue[]): OperationOutcome {
   return { resourceType: 'OperationOutcome', issue: issues };
 }
 
+/**
+ * One coded issue. Messages often quote what the client sent (an id, a parameter): characters
+ * that XML cannot carry are written as `\u0000` so the outcome can be answered in either format.
+ */
 export function issue(code: OperationOutcomeIssue['code'], diagnostics: string, expression?: string | string[], severity: OperationOutcomeIssue['severity'] = 'error'): OperationOutcomeIssue {
-  const i: OperationOutcomeIssue = { severity, code, diagnostics, details: { text: diagnostics } };
-  if (expression !== undefined) i.expression = Array.isArray(expression) ? expression : [expression];
+  const text = representable(diagnostics);
+  const i: OperationOutcomeIssue = { severity, code, diagnostics: text, details: { text } };
+  if (expression !== undefined) i.expression = (Array.isArray(expression) ? expression : [expression]).map(representable);
   return i;
 }
 

@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import request from 'supertest';
 import type { Express } from 'express';
 import { createApp } from '../../src/app';
@@ -220,15 +220,72 @@ describe('hostile input', () => {
     ['an integer that is a string', '{"resourceType":"Patient","multipleBirthInteger":"2"}', 'Patient.multipleBirthInteger'],
     ['an unknown element', '{"resourceType":"Patient","nickname":"x"}', 'Patient.nickname'],
     ['an unknown primitive extension', '{"resourceType":"Patient","_nickname":{}}', 'Patient._nickname'],
+    // Issue 16, our own fuzz run (seeds 2-4): each crashed medplum (500) or stored what XML could not answer.
+    ['a single primitive\'s extension that is an array', '{"resourceType":"Patient","_gender":[null]}', 'Patient._gender'],
+    ['a repeating primitive\'s extension that is an object', '{"resourceType":"Patient","name":[{"given":["a"],"_given":{}}]}', 'Patient.name[0]._given'],
+    ['a single element that is an array', '{"resourceType":"Patient","gender":["female","male"]}', 'Patient.gender'],
+    ['a repeating element that is not an array', '{"resourceType":"Patient","identifier":{"value":"x"}}', 'Patient.identifier'],
+    ['a "_" sibling of a complex element', '{"resourceType":"Patient","_identifier":[{}]}', 'Patient._identifier'],
+    ['a primitive extension holding other properties', '{"resourceType":"Patient","_gender":{"resourceType":"Foo"}}', 'Patient._gender.resourceType'],
+    ['a resourceType inside a data type', '{"resourceType":"Patient","identifier":[{"resourceType":"Foo","value":"x"}]}', 'Patient.identifier[0].resourceType'],
+    ['a string holding U+0001', '{"resourceType":"Patient","name":[{"family":"a\\u0001b"}]}', 'Patient.name[0].family'],
+    ['a string holding U+FFFF', '{"resourceType":"Patient","name":[{"family":"a\\uffffb"}]}', 'Patient.name[0].family'],
+    ['a string holding half a surrogate pair', '{"resourceType":"Patient","name":[{"family":"a\\ud800b"}]}', 'Patient.name[0].family'],
   ])('%s: 400 structure at the element', async (_name, body, expression) => {
     const res = await post('/fhir/Patient', body)();
     expect(res.status).toBe(400);
     expect(res.body.issue[0]).toMatchObject({ code: 'structure', expression: [expression] });
   });
 
+  test.each([
+    ['a valueUri that is an array', { name: 'cancelled-appt-id', valueUri: ['Appointment/x', 'Appointment/y'] }, 'Parameters.parameter[1].valueUri'],
+    ['a part that is not an array', { name: 'cancelled-appt-id', part: { name: 'x' } }, 'Parameters.parameter[1].part'],
+  ])('$book Parameters with %s: 400 structure before the operation reads it', async (_name, parameter, expression) => {
+    const appointment = { resourceType: 'Appointment', status: 'proposed', start: '2027-01-01T10:00:00Z', end: '2027-01-01T10:30:00Z', slot: [{ reference: 'Slot/s1' }], participant: [{ actor: { reference: 'Patient/p1' }, status: 'accepted' }] };
+    const before = await stored();
+    const res = await post('/fhir/Appointment/$book', bookParameters([{ name: 'appt-resource', resource: appointment }, parameter]))();
+    expect(res.status).toBe(400);
+    expect(res.body.issue[0]).toMatchObject({ code: 'structure', expression: [expression] });
+    expect(await stored()).toEqual(before);
+  });
+
+  test.each([
+    ['a NUL in the id', '/fhir/Patient/%00/$meta'],
+    ['a NUL in a batch entry url', undefined],
+  ])('%s, answered as XML: a readable OperationOutcome, the character written as \\u0000', async (name, path) => {
+    const res = path
+      ? await request(app).get(path).set('Accept', 'application/fhir+xml')
+      : await request(app).post('/fhir').set('Content-Type', FHIR_JSON).set('Accept', 'application/fhir+xml').send(bundle([{ request: { method: 'DELETE', url: 'Appointment/%00' } }]));
+    expect(res.status).toBeLessThan(500);
+    expect(res.headers['content-type']).toMatch(/^application\/fhir\+xml/);
+    expect(res.text).toContain('OperationOutcome');
+    expect(res.text).not.toContain('\u0000');
+    expect(name).toBeTruthy();
+  });
+
   test('a repeating primitive may hold null where its extension array carries the value', async () => {
     const res = await post('/fhir/Patient', '{"resourceType":"Patient","name":[{"given":["Erika",null],"_given":[null,{"extension":[{"url":"http://x.test/e","valueString":"y"}]}]}]}')();
     expect(res.status).toBe(201);
+  });
+
+  test('a HEAD whose headers are too large gets its 431 without a body', async () => {
+    const server = http.createServer(app);
+    answerClientErrors(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const raw = await new Promise<string>((resolve, reject) => {
+        const socket = net.connect(port, '127.0.0.1', () => socket.end(`HEAD /fhir/Slot?x=${'a'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`));
+        let got = '';
+        socket.on('data', (c: Buffer) => (got += c.toString('latin1')));
+        socket.on('end', () => resolve(got));
+        socket.on('error', reject);
+      });
+      expect(raw).toMatch(/^HTTP\/1\.1 431 /);
+      expect(raw.endsWith('\r\n\r\n')).toBe(true);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 
   test('a 10,000-parameter GET gets a 431 OperationOutcome, not a bare status line', async () => {

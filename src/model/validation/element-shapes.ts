@@ -1,4 +1,5 @@
 import { tryGetDataType, type InternalTypeSchema } from '../../shared/medplum';
+import { unrepresentableCharacter } from '../../shared/characters';
 import { syntaxError, type Finding } from './finding';
 
 /** More findings than this say nothing new: the body is the wrong shape. */
@@ -6,9 +7,12 @@ const MAX_FINDINGS = 20;
 
 /**
  * JSON shapes medplum's validator does not enforce (it lets `identifier: [1, 2, 3]` through, so an
- * unreadable resource got stored) or crashes on (`_gender: "x"`): every element of a complex type
- * is a JSON object, and every primitive's extension sibling `_name` is an object or null, or for
- * repeating primitives an array of them (R4 json.html "Representing primitive elements").
+ * unreadable resource got stored) or crashes on (`_gender: "x"`, `_status: [null]`): every element
+ * of a complex type is a JSON object; a repeating element is a JSON array and a single one is not;
+ * every primitive's extension sibling `_name` is an object or null, or for repeating primitives an
+ * array of them (R4 json.html "Representing primitive elements"); and no string holds a character
+ * that XML cannot carry (R4 datatypes.html: no control characters but tab, CR and LF), so that
+ * whatever is stored can be read in either format.
  * Driven by the R4 type schema; unknown elements are left to the validator.
  */
 export function checkElementShapes(resource: Record<string, unknown>): Finding[] {
@@ -22,17 +26,28 @@ function walk(value: Record<string, unknown>, schema: InternalTypeSchema, path: 
   if (depth > 64) return;
   for (const [key, child] of Object.entries(value)) {
     if (findings.length >= MAX_FINDINGS) return;
-    if (key === 'resourceType' || child === undefined) continue;
+    if (child === undefined || (key === 'resourceType' && schema.kind === 'resource')) continue;
     const where = `${path}.${key}`;
     if (key.startsWith('_')) {
+      const base = typeCode(schema, key.slice(1));
       if (!isKnown(schema, key.slice(1))) findings.push(syntaxError(where, `Invalid additional property "${key}"`));
-      else primitiveExtensionIsObject(child, where, findings);
+      else if (base && isComplex(base)) findings.push(syntaxError(where, `${where}: only a primitive element has a "_" sibling (${key.slice(1)} is a ${base})`));
+      else if (primitiveExtensionIsObject(child, repeats(schema, key.slice(1)), where, findings)) {
+        // What it holds is an Element's: an id and extensions, nothing else.
+        const element = tryGetDataType('Element');
+        const items = Array.isArray(child) ? child : [child];
+        items.forEach((item, i) => item && element && walk(item as Record<string, unknown>, element, Array.isArray(child) ? `${where}[${i}]` : where, findings, depth + 1));
+      }
       continue;
     }
     const code = typeCode(schema, key);
     if (!code) {
       // Unknown here, found cheaply: a body of 100,000 unknown keys costs 20 findings, not 100,000.
       if (!isKnown(schema, key)) findings.push(syntaxError(where, `Invalid additional property "${key}"`));
+      continue;
+    }
+    if (Array.isArray(child) !== repeats(schema, key)) {
+      findings.push(syntaxError(where, Array.isArray(child) ? `${where} must not be an array (the element does not repeat)` : `${where} must be a JSON array (the element repeats)`));
       continue;
     }
     if (!isComplex(code)) {
@@ -52,10 +67,17 @@ function walk(value: Record<string, unknown>, schema: InternalTypeSchema, path: 
   }
 }
 
-function primitiveExtensionIsObject(child: unknown, where: string, findings: Finding[]): void {
+function primitiveExtensionIsObject(child: unknown, repeating: boolean, where: string, findings: Finding[]): boolean {
   const ok = (v: unknown) => v === null || (typeof v === 'object' && !Array.isArray(v));
-  if (Array.isArray(child) ? child.every(ok) : ok(child)) return;
-  findings.push(syntaxError(where, `${where} must be an object holding id and extensions (or an array of them for a repeating element)`));
+  if (repeating ? Array.isArray(child) && child.every(ok) : ok(child)) return true;
+  findings.push(syntaxError(where, repeating ? `${where} must be an array of objects holding id and extensions (the element repeats)` : `${where} must be an object holding id and extensions`));
+  return false;
+}
+
+/** Whether a property (a plain element or one choice of a `[x]` element) may repeat. */
+function repeats(schema: InternalTypeSchema, key: string): boolean {
+  const element = schema.elements[key] ?? Object.entries(schema.elements).find(([name]) => name.endsWith('[x]') && key.startsWith(name.slice(0, -3)))?.[1];
+  return Boolean(element?.isArray);
 }
 
 /** A property the type defines: a plain element or one choice of a `[x]` element. */
@@ -70,8 +92,13 @@ function primitiveHasJsonType(child: unknown, code: string, where: string, findi
   const items = Array.isArray(child) ? child : [child];
   items.forEach((item, i) => {
     // null holds a place in a repeating primitive whose `_name` array carries the extension.
-    if (findings.length >= MAX_FINDINGS || (item === null && Array.isArray(child)) || typeof item === expected) return;
+    if (findings.length >= MAX_FINDINGS || (item === null && Array.isArray(child))) return;
     const at = Array.isArray(child) ? `${where}[${i}]` : where;
+    if (typeof item === expected) {
+      const bad = typeof item === 'string' ? unrepresentableCharacter(item) : undefined;
+      if (bad) findings.push(syntaxError(at, `${at} holds the character ${bad}, which FHIR strings cannot carry (R4 datatypes.html)`));
+      return;
+    }
     findings.push(syntaxError(at, `${at} must be a JSON ${expected} (type ${code.replace('http://hl7.org/fhirpath/System.', '')}), got ${item === null ? 'null' : Array.isArray(item) ? 'an array' : typeof item}`));
   });
 }

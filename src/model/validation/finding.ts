@@ -1,4 +1,5 @@
 import type { OperationOutcomeIssue } from '@medplum/fhirtypes';
+import { representable } from '../../shared/characters';
 
 /**
  * One problem found in a resource, with the HTTP status class it belongs to. ISiK Terminplanung
@@ -20,7 +21,8 @@ function finding(
   diagnostics: string,
   severity: OperationOutcomeIssue['severity'] = 'error',
 ): Finding {
-  return { status, issue: { severity, code, diagnostics, expression: [expression] } };
+  // Expressions and messages may quote a client's key or value: kept representable in XML.
+  return { status, issue: { severity, code, diagnostics: representable(diagnostics), expression: [representable(expression)] } };
 }
 
 /** Not well-formed FHIR: wrong JSON type, unknown element, bad primitive format (400). */

@@ -89,6 +89,17 @@ export function preloadValidation(): void {
   valueSetContent('http://hl7.org/fhir/ValueSet/appointmentstatus');
 }
 
+/**
+ * The JSON shape of an operation's or patch's `Parameters` body, checked before anything reads
+ * it (a `valueUri` array or a `part` that is an object would otherwise reach the handler): the
+ * first finding, or undefined.
+ */
+export function parametersShapeError(body: Record<string, unknown>): { diagnostics: string; expression?: string } | undefined {
+  ensureBaseDefinitions();
+  const first = checkElementShapes(body)[0];
+  return first && { diagnostics: first.issue.diagnostics ?? 'malformed Parameters', expression: first.issue.expression?.[0] };
+}
+
 export type { ProfileSelection } from './profile-selection';
 export { requiredProfile } from './profile-selection';
 export { ensureBaseDefinitions } from './base-r4';
