@@ -263,6 +263,13 @@ describe('hostile input', () => {
     expect(name).toBeTruthy();
   });
 
+  test('a wrong shape 70 extensions deep inside a primitive extension (fuzz seed 10): 400, not a crash', async () => {
+    const deep = `${'{"url":"http://x.test","extension":['.repeat(70)}"x"${']}'.repeat(70)}`;
+    const res = await post('/fhir/Patient', `{"resourceType":"Patient","_gender":{"extension":[${deep}]}}`)();
+    expect(res.status).toBe(400);
+    expect(res.body.issue[0]).toMatchObject({ code: 'structure' });
+  });
+
   test('a repeating primitive may hold null where its extension array carries the value', async () => {
     const res = await post('/fhir/Patient', '{"resourceType":"Patient","name":[{"given":["Erika",null],"_given":[null,{"extension":[{"url":"http://x.test/e","valueString":"y"}]}]}]}')();
     expect(res.status).toBe(201);

@@ -4,6 +4,7 @@ import { syntaxError, type Finding } from './finding';
 
 /** More findings than this say nothing new: the body is the wrong shape. */
 const MAX_FINDINGS = 20;
+const MAX_DEPTH = 128;
 
 /**
  * JSON shapes medplum's validator does not enforce (it lets `identifier: [1, 2, 3]` through, so an
@@ -23,7 +24,12 @@ export function checkElementShapes(resource: Record<string, unknown>): Finding[]
 }
 
 function walk(value: Record<string, unknown>, schema: InternalTypeSchema, path: string, findings: Finding[], depth: number): void {
-  if (depth > 64) return;
+  // The JSON reader already refuses bodies nested over 100 objects: this bound is never the one that
+  // stops a body, but a shape left unchecked must not pass either.
+  if (depth > MAX_DEPTH) {
+    findings.push(syntaxError(path, `${path} is nested deeper than ${MAX_DEPTH} elements`));
+    return;
+  }
   for (const [key, child] of Object.entries(value)) {
     if (findings.length >= MAX_FINDINGS) return;
     if (child === undefined || (key === 'resourceType' && schema.kind === 'resource')) continue;
