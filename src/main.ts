@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First: tracing instruments http, express, pg and ioredis as they load (OTEL_* variables).
+import { stopTracing } from './tracing';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ConfigError, loadConfig, type Config } from './config';
@@ -61,6 +63,7 @@ async function serve(config: Config): Promise<number> {
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+  await stopTracing().catch((err: unknown) => logger.warn({ err: String(err) }, 'traces not flushed'));
   logger.info('stopped');
   return 0;
 }
