@@ -12,18 +12,33 @@ default allow := false
 
 allow if count(reasons) == 0
 
-# Token lifetimes in seconds, only on allow (gematik A_28527).
-ttl := data.token_ttl if allow
+# Token lifetimes in seconds, only on allow (gematik A_28527); a workload gets no refresh token.
+ttl := data.token_ttl if {
+	allow
+	not is_workload
+}
+
+ttl := {"access_token": data.token_ttl.access_token} if {
+	allow
+	is_workload
+}
+
+# A workload token exchange (CONTRACT 11) names input.workload instead of a client and a user:
+# the client and user rules do not apply to it, its scopes come from scopes.workload.
+is_workload if input.workload
 
 reasons contains "User profession is not allowed" if {
+	not is_workload
 	not input.user_info.professionOID in data.professions
 }
 
 reasons contains "Client product or version is not allowed" if {
+	not is_workload
 	not product_allowed
 }
 
 reasons contains "Client posture type is not allowed" if {
+	not is_workload
 	not input.client_registration_data.posture_type in data.posture_types
 }
 
@@ -45,6 +60,10 @@ reasons contains "One or more requested audiences are not allowed" if {
 
 reasons contains "User is on the blocklist" if {
 	input.user_info.identifier in object.get(data, "blocked_users", [])
+}
+
+reasons contains "User is on the blocklist" if {
+	input.workload.sub in object.get(data, "blocked_users", [])
 }
 
 reasons contains "Source IP address is blocked" if {
@@ -81,9 +100,17 @@ version_allowed(p) if count(object.get(p, "versions", [])) == 0
 version_allowed(p) if input.client_registration_data.product_version in p.versions
 
 # Requestors get scopes.requestor; REPOSITORY_OWNERS get scopes.owner in addition (CONTRACT 4).
-allowed_scopes := data.scopes.requestor if not input.user_info.repository_owner
+allowed_scopes := data.scopes.requestor if {
+	not is_workload
+	not input.user_info.repository_owner
+}
 
-allowed_scopes := array.concat(data.scopes.requestor, data.scopes.owner) if input.user_info.repository_owner
+allowed_scopes := array.concat(data.scopes.requestor, data.scopes.owner) if {
+	not is_workload
+	input.user_info.repository_owner
+}
+
+allowed_scopes := object.get(data.scopes, "workload", data.scopes.requestor) if is_workload
 
 scope_allowed(s) if s in allowed_scopes
 

@@ -25,6 +25,8 @@ export interface Config {
   registrationTtlSec: number;
   /** Other guard instances whose `svc_att_token` this guard accepts at registration (TRUSTED_ATTESTATION_ISSUERS). */
   trustedAttestationIssuers: string[];
+  /** Issuers whose workload tokens the token endpoint exchanges (WORKLOAD_ISSUERS_FILE, CONTRACT 11). */
+  workloadIssuers: WorkloadIssuer[];
   /** OCSP check of institution card certificates (CARD_OCSP, default if-present). */
   cardOcsp: 'required' | 'if-present' | 'off';
   /** Telematik-IDs of the practice running this repository (management scopes). */
@@ -133,6 +135,7 @@ export function loadConfig(env: Env = process.env): Config {
     tpmEkTrustAnchors: certificateFile(env, 'TPM_EK_TRUST_ANCHORS'),
     registrationTtlSec: parsePositiveInt(env, 'REGISTRATION_TTL_SECONDS', 600),
     trustedAttestationIssuers: parseIssuers(env, 'TRUSTED_ATTESTATION_ISSUERS'),
+    workloadIssuers: parseWorkloadIssuers(env),
     cardOcsp: parseChoice(env, 'CARD_OCSP', ['required', 'if-present', 'off'] as const, 'if-present'),
     repositoryOwners: (env.REPOSITORY_OWNERS ?? '')
       .split(',')
@@ -223,6 +226,63 @@ function parseChoice<T extends string>(env: Env, name: string, choices: readonly
   if (v === undefined) return dflt;
   if (!(choices as readonly string[]).includes(v)) throw new ConfigError(name, `must be one of ${choices.join(', ')}, got "${v}"`);
   return v as T;
+}
+
+/** One entry of WORKLOAD_ISSUERS_FILE. */
+export interface WorkloadIssuer {
+  issuer: string;
+  /** Unset: from the issuer's `/.well-known/openid-configuration`. */
+  jwksUri?: string;
+  /** The token's `aud` must name one of them; empty: this guard's issuer or token endpoint. */
+  audiences: string[];
+  /** Allowed `sub` values; one ending in `*` is a prefix. */
+  subjects: string[];
+  /** The most a workload of this issuer may get (and what it gets when it asks for none). */
+  scopes: string[];
+  /** Oldest `iat` accepted, seconds. */
+  maxTokenAgeSec: number;
+}
+
+/** WORKLOAD_ISSUERS_FILE: `[{issuer, jwks_uri?, audiences, subjects, scopes, max_token_age}]`. */
+function parseWorkloadIssuers(env: Env): WorkloadIssuer[] {
+  const file = existingFile(env, 'WORKLOAD_ISSUERS_FILE');
+  if (!file) return [];
+  let data: unknown;
+  try {
+    data = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new ConfigError('WORKLOAD_ISSUERS_FILE', `${file} is not readable JSON: ${(err as Error).message}`);
+  }
+  const fail = (what: string): never => {
+    throw new ConfigError('WORKLOAD_ISSUERS_FILE', `${file}: ${what}`);
+  };
+  if (!Array.isArray(data)) fail('must hold a JSON array of issuers');
+  const strings = (v: unknown) => Array.isArray(v) && v.every((x) => typeof x === 'string' && x.length > 0);
+  return (data as unknown[]).map((entry, i) => {
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) return fail(`entry ${i} must be an object`);
+    const e = entry as Record<string, unknown>;
+    if (typeof e.issuer !== 'string') return fail(`entry ${i} needs an issuer`);
+    let issuer: string | undefined;
+    try {
+      [issuer] = parseIssuers({ issuer: e.issuer }, 'issuer');
+    } catch (err) {
+      return fail(`entry ${i}: ${(err as Error).message}`);
+    }
+    if (!issuer) return fail(`entry ${i} needs an issuer`);
+    if (e.jwks_uri !== undefined && (typeof e.jwks_uri !== 'string' || !/^https?:\/\//.test(e.jwks_uri))) fail(`entry ${i}: jwks_uri must be an http(s) URL`);
+    for (const k of ['audiences', 'subjects', 'scopes']) if (e[k] !== undefined && !strings(e[k])) fail(`entry ${i}: ${k} must be a list of strings`);
+    if (!strings(e.subjects) || (e.subjects as string[]).length === 0) fail(`entry ${i}: subjects must name at least one subject`);
+    if (!strings(e.scopes) || (e.scopes as string[]).length === 0) fail(`entry ${i}: scopes must name at least one scope`);
+    if (e.max_token_age !== undefined && !(Number.isInteger(e.max_token_age) && (e.max_token_age as number) > 0)) fail(`entry ${i}: max_token_age must be a positive number of seconds`);
+    return {
+      issuer,
+      jwksUri: e.jwks_uri as string | undefined,
+      audiences: (e.audiences as string[] | undefined) ?? [],
+      subjects: e.subjects as string[],
+      scopes: e.scopes as string[],
+      maxTokenAgeSec: (e.max_token_age as number | undefined) ?? 3600,
+    };
+  });
 }
 
 /** Comma-separated issuer identifiers (RFC 8414 `issuer`: https, or http on loopback). */

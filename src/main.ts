@@ -9,18 +9,21 @@ import { createLogger } from './logger';
 import { openStore, startServer } from './server';
 import { runImport } from './cli/import';
 import { runDevPki } from './cli/dev-pki';
+import { guardSettings, issueWorkloadToken, MAX_WORKLOAD_TOKEN_TTL_SEC, SigningKeys } from './guard';
 
 const USAGE = `usage: terminus <command>
   serve               serve everything on PORT (default)
   --version           print the version and exit
   migrate             apply database migrations and exit
   import FILE...      load FHIR Bundles or resources, keeping ids
+  workload-token --sub S --aud A [--aud A2] [--ttl N]
+                      print a workload token of this guard (another guard exchanges it)
   dev-pki DIR         write a development card PKI as PEM`;
 
 async function main(argv: string[]): Promise<number> {
   const [command = 'serve', ...args] = argv;
   if (['-h', '--help', 'help', 'dev-pki', '--version', '-v'].includes(command)) return runWithoutConfig(command, args);
-  if (!['serve', 'migrate', 'import'].includes(command)) {
+  if (!['serve', 'migrate', 'import', 'workload-token'].includes(command)) {
     process.stderr.write(`terminus: unknown command "${command}"\n${USAGE}\n`);
     return 2;
   }
@@ -35,6 +38,8 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(db.applied.length ? `applied ${db.applied.join(', ')}\n` : 'schema up to date\n');
       return 0;
     }
+    case 'workload-token':
+      return printWorkloadToken(config, args);
     default:
       return runImport(config, args);
   }
@@ -48,6 +53,27 @@ async function runWithoutConfig(command: string, args: string[]): Promise<number
   }
   process.stdout.write(`${USAGE}\n`);
   return 0;
+}
+
+/** `terminus workload-token`: CONTRACT 11, this guard as the workload issuer of a service calling another guard. */
+async function printWorkloadToken(config: Config, args: string[]): Promise<number> {
+  const values = (name: string) => args.flatMap((a, i) => (a === name && args[i + 1] !== undefined ? [args[i + 1]] : []));
+  const sub = values('--sub')[0];
+  const aud = values('--aud');
+  const ttl = Number(values('--ttl')[0] ?? '300');
+  if (!sub || aud.length === 0 || !(Number.isInteger(ttl) && ttl > 0 && ttl <= MAX_WORKLOAD_TOKEN_TTL_SEC)) {
+    process.stderr.write(`terminus: workload-token needs --sub SUBJECT and --aud AUDIENCE (the other guard's token endpoint or issuer); --ttl 1 to ${MAX_WORKLOAD_TOKEN_TTL_SEC} seconds (default 300)\n`);
+    return 2;
+  }
+  const db = await openStore(config);
+  try {
+    const ctx = { config, db, logger: createLogger('silent'), now: () => new Date() };
+    const token = await issueWorkloadToken(new SigningKeys(ctx, guardSettings(config)), guardSettings(config), ctx.now(), { sub, aud, ttlSec: ttl });
+    process.stdout.write(`${token}\n`);
+    return 0;
+  } finally {
+    await db.close();
+  }
 }
 
 async function serve(config: Config): Promise<number> {

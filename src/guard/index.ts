@@ -11,3 +11,6 @@ export { sendGuardError } from './http/respond';
 export { createDevPki, DevPkiExists, writeDevPki } from './pki/dev-pki';
 export { enforcementPoint, pepSettings, upstreamProxy, type PepOptions } from './pep';
 export { policyEngineReady } from './policy';
+export { issueWorkloadToken, MAX_WORKLOAD_TOKEN_TTL_SEC } from './authserver/workload/issue-workload-token';
+export { SigningKeys } from './keys/signing-keys';
+export { guardSettings } from './settings';

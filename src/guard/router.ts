@@ -1,7 +1,7 @@
 import express, { Router, type Request, type Response } from 'express';
 import type { AppContext } from '../context';
 import { defaultPostureVerifiers, defaultRegistrationVerifiers, type PostureVerifier, type RegistrationVerifier } from './attestation';
-import { authorizationServerMetadata, newestStableMajor, protectedResourceMetadata } from './authserver/discovery';
+import { authorizationServerMetadata, newestStableMajor, openidConfiguration, protectedResourceMetadata } from './authserver/discovery';
 import type { GuardDeps } from './authserver/deps';
 import { registerClient, verifyRegistration } from './authserver/registration/register-client';
 import { revokeEndpoint } from './authserver/revoke';
@@ -19,6 +19,7 @@ import { hitRateLimit, rateLimitHeaders } from './state/rate-limit';
 import { sharedState, type SharedState } from './state/shared-state';
 import { RevokedSessions } from './state/revoked-sessions';
 import { AccessTokenVerifier } from './authserver/tokens/verify-access-token';
+import { WorkloadIssuers } from './authserver/workload/workload-issuers';
 import { pepSettings } from './pep/settings';
 import { versionEntries, versionGate, type ApiVersion } from './versions';
 
@@ -54,6 +55,10 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
 
   router.get('/.well-known/oauth-authorization-server', limited('discovery'), (req, res) => {
     sendCachedJson(req, res, asMetadata, settings.discoveryMaxAgeSec);
+  });
+  const oidcMetadata = openidConfiguration(settings, deps.urls, versions);
+  router.get('/.well-known/openid-configuration', limited('discovery'), (req, res) => {
+    sendCachedJson(req, res, oidcMetadata, settings.discoveryMaxAgeSec);
   });
   router.get(['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/fhir'], limited('discovery'), (req, res) => {
     sendCachedJson(req, res, prMetadata, settings.discoveryMaxAgeSec);
@@ -142,6 +147,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
   return {
     ctx,
     settings,
+    workloadIssuers: new WorkloadIssuers(ctx.config.workloadIssuers, ctx.now),
     // Discovery advertises the newest stable major; requests under another major get its URLs (depsPerMajor).
     urls: endpoints(settings.issuer, newestStableMajor(options.versions ?? API_VERSIONS)),
     keys,

@@ -8,6 +8,7 @@ import type { endpoints, GuardSettings } from '../settings';
 import type { SharedState } from '../state/shared-state';
 import type { RevokedSessions } from '../state/revoked-sessions';
 import type { AccessTokenVerifier } from './tokens/verify-access-token';
+import type { WorkloadIssuers } from './workload/workload-issuers';
 
 /** What the AS's use cases are built from; guard/index.ts composes it once per app. */
 export interface GuardDeps {
@@ -27,6 +28,8 @@ export interface GuardDeps {
   state: SharedState;
   /** Which sessions are alive (revocation, refresh-token reuse); shared with the enforcement point. */
   sessions: RevokedSessions;
+  /** Issuers of WORKLOAD_ISSUERS_FILE and their keys (CONTRACT 11). */
+  workloadIssuers: WorkloadIssuers;
   /** The one access-token verifier (the enforcement point uses the same class). */
   accessTokens: AccessTokenVerifier;
 }

@@ -38,6 +38,23 @@ export function authorizationServerMetadata(settings: GuardSettings, urls: Retur
   };
 }
 
+/**
+ * OpenID Provider metadata for this guard as a workload issuer (CONTRACT 11): other guards find
+ * its `jwks_uri` here to verify the workload tokens `terminus workload-token` issues.
+ */
+export function openidConfiguration(settings: GuardSettings, urls: ReturnType<typeof endpoints>, versions: ApiVersion[]) {
+  return {
+    issuer: settings.issuer,
+    authorization_endpoint: `${settings.issuer}/svc/v${newestStableMajor(versions)}/authorize`,
+    token_endpoint: urls.token,
+    jwks_uri: urls.jwks,
+    response_types_supported: ['token'],
+    subject_types_supported: ['public'],
+    id_token_signing_alg_values_supported: ['ES256'],
+    claims_supported: ['iss', 'sub', 'aud', 'iat', 'nbf', 'exp', 'jti'],
+  };
+}
+
 /** The major discovery advertises: the newest `stable` one, else the newest still served. */
 export function newestStableMajor(versions: ApiVersion[]): number {
   const served = versions.filter((v) => v.status !== 'shut_down').sort((a, b) => b.major - a.major);

@@ -1,3 +1,4 @@
+import { decodeProtectedHeader } from 'jose';
 import { checkDpopReplay, verifyDpopProof, type VerifiedDpopProof } from '../dpop/verify-dpop-proof';
 import { InvalidRequest, RateLimitExceeded, UnsupportedGrantType, UseDpopNonce } from '../errors';
 import { parseForm } from '../http/form';
@@ -8,6 +9,7 @@ import type { GuardDeps } from './deps';
 import { GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from '../../protocol/oauth';
 import { refreshGrant } from './grants/refresh-token';
 import { tokenExchange } from './grants/token-exchange';
+import { workloadExchange, type WorkloadTokenResponse } from './grants/workload-exchange';
 import type { TokenResponse } from './tokens/token-response';
 
 /** The parts of an HTTP request the token and revocation endpoints look at (no Express in here). */
@@ -23,14 +25,34 @@ export interface EndpointRequest {
  * POST /token: form parameters, then the DPoP proof (with a fresh
  * nonce for token exchange), then client authentication, then the grant.
  */
-export async function tokenEndpoint(deps: GuardDeps, req: EndpointRequest): Promise<TokenResponse> {
+export async function tokenEndpoint(deps: GuardDeps, req: EndpointRequest): Promise<TokenResponse | WorkloadTokenResponse> {
   const params = formParameters(req);
   const grantType = grantTypeIsSupported(params);
   const proof = await dpopProofIsValid(deps, req, deps.urls.token);
+  if (grantType === GRANT_TOKEN_EXCHANGE && isWorkloadExchange(params, req)) {
+    // A service, not a registered client (CONTRACT 11): no client assertion; a nonce is optional.
+    await dpopNonceIsFresh(deps, proof, false);
+    return workloadExchange(deps, { params, proof, ip: req.ip });
+  }
   const nonce = await dpopNonceIsFresh(deps, proof, grantType === GRANT_TOKEN_EXCHANGE);
   const auth = await authenticateClient(deps, params, req);
   if (grantType === GRANT_TOKEN_EXCHANGE) return tokenExchange(deps, { params, proof, nonce: nonce!, auth, ip: req.ip });
   return refreshGrant(deps, { params, proof, auth, ip: req.ip });
+}
+
+/**
+ * A workload's exchange (CONTRACT 11): no client authentication, and a subject token that is not an
+ * institution card's (those carry the card certificate in `x5c`). A client that forgot its
+ * assertion still gets 401 invalid_client.
+ */
+function isWorkloadExchange(params: Map<string, string>, req: EndpointRequest): boolean {
+  if (params.has('client_assertion') || params.has('client_assertion_type') || req.authorization !== undefined) return false;
+  try {
+    return !('x5c' in decodeProtectedHeader(params.get('subject_token') ?? ''));
+  } catch {
+    // Not a JWS at all: the workload path answers it (400 invalid_request).
+    return true;
+  }
 }
 
 export function formParameters(req: EndpointRequest): Map<string, string> {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { scopeCovered } from '../../protocol/smart-scopes';
 import { ConfigError } from '../../config';
 import { allowedScopes } from './scopes';
-import type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput } from './types';
+import { isWorkloadInput, type PolicyData, type PolicyDecision, type PolicyEngine, type PolicyInput, type WorkloadPolicyInput } from './types';
 
 /** Reasons worded like the gematik Rego policies. */
 const REASONS = {
@@ -38,8 +38,8 @@ export function loadPolicyData(file: string): PolicyData {
 export function embeddedPolicyEngine(data: PolicyData): PolicyEngine {
   return {
     kind: 'embedded',
-    async decide(input: PolicyInput): Promise<PolicyDecision> {
-      return evaluate(data, input);
+    async decide(input: PolicyInput | WorkloadPolicyInput): Promise<PolicyDecision> {
+      return isWorkloadInput(input) ? evaluateWorkload(data, input) : evaluate(data, input);
     },
   };
 }
@@ -59,6 +59,19 @@ export function evaluate(data: PolicyData, input: PolicyInput): PolicyDecision {
   if (!pcrsMatchABaseline(data, client.attestation_result)) reasons.push(REASONS.pcr);
   if (reasons.length > 0) return { allow: false, reasons };
   return { allow: true, ttl: { ...data.token_ttl }, reasons: [] };
+}
+
+/** A workload: its scopes within `scopes.workload` (or the requestor scopes), its address not blocked, its subject not blocked. */
+export function evaluateWorkload(data: PolicyData, input: WorkloadPolicyInput): PolicyDecision {
+  const reasons: string[] = [];
+  const req = input.authorization_request;
+  const allowed = data.scopes.workload ?? data.scopes.requestor;
+  if (req.scopes.length === 0 || !req.scopes.every((s) => scopeCovered(s, allowed))) reasons.push(REASONS.scopes);
+  if (data.audiences.length > 0 && !req.audience.every((a) => data.audiences.includes(a))) reasons.push(REASONS.audiences);
+  if ((data.blocked_users ?? []).includes(input.workload.sub)) reasons.push(REASONS.user);
+  if ((data.blocked_ips ?? []).includes(req.ip_address)) reasons.push(REASONS.ip);
+  if (reasons.length > 0) return { allow: false, reasons };
+  return { allow: true, ttl: { access_token: data.token_ttl.access_token }, reasons: [] };
 }
 
 function productAllowed(data: PolicyData, productId: string, version: string): boolean {

@@ -3,7 +3,8 @@ import { embeddedPolicyEngine, loadPolicyData } from './embedded';
 import { opaPolicyEngine, opaReady } from './opa';
 import type { PolicyData, PolicyEngine } from './types';
 
-export type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput } from './types';
+export type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput, WorkloadPolicyInput } from './types';
+export { isWorkloadInput } from './types';
 export { allowedScopes } from './scopes';
 
 /** POLICY_ENGINE_URL set: OPA; else the embedded engine over POLICY_FILE. */

@@ -1,5 +1,5 @@
 import { TemporarilyUnavailable } from '../errors';
-import type { PolicyDecision, PolicyEngine, PolicyInput } from './types';
+import type { PolicyDecision, PolicyEngine, PolicyInput, WorkloadPolicyInput } from './types';
 
 /**
  * OPA over its data API: POST `$POLICY_ENGINE_URL/v1/data/authz` with `{input}`,
@@ -10,7 +10,7 @@ export function opaPolicyEngine(baseUrl: string, timeoutMs: number): PolicyEngin
   const url = `${baseUrl.replace(/\/+$/, '')}/v1/data/authz`;
   return {
     kind: 'opa',
-    async decide(input: PolicyInput): Promise<PolicyDecision> {
+    async decide(input: PolicyInput | WorkloadPolicyInput): Promise<PolicyDecision> {
       let body: unknown;
       try {
         const res = await fetch(url, {

@@ -35,6 +35,27 @@ export interface PolicyInput {
   delegation_context: null;
 }
 
+/**
+ * Input of a workload token exchange (CONTRACT 11, ZETA service-to-service): the workload the
+ * token names instead of a registered client and a user.
+ */
+export interface WorkloadPolicyInput {
+  version: '1.1';
+  workload: { iss: string; sub: string; aud: string[] };
+  authorization_request: {
+    scopes: string[];
+    resource: string;
+    audience: string[];
+    grant_type: string;
+    ip_address: string;
+    http_method: string;
+  };
+}
+
+export function isWorkloadInput(input: PolicyInput | WorkloadPolicyInput): input is WorkloadPolicyInput {
+  return 'workload' in input;
+}
+
 /** Output (gematik pdp-decision.yaml `result`): `reasons` normalised to an array of strings. */
 export interface PolicyDecision {
   allow: boolean;
@@ -45,7 +66,7 @@ export interface PolicyDecision {
 /** One interface for the embedded engine and OPA over HTTP. */
 export interface PolicyEngine {
   readonly kind: 'embedded' | 'opa';
-  decide(input: PolicyInput): Promise<PolicyDecision>;
+  decide(input: PolicyInput | WorkloadPolicyInput): Promise<PolicyDecision>;
 }
 
 /** The data document of POLICY_FILE (policies/default.json); OPA loads the same file as data. */
@@ -56,7 +77,8 @@ export interface PolicyData {
   products: { product_id: string; versions?: string[] }[];
   /** Empty: only this server's resource (the AS checks `resource` itself). */
   audiences: string[];
-  scopes: { requestor: string[]; owner: string[] };
+  /** `workload`: what workload tokens may be exchanged for (absent: the requestor scopes). */
+  scopes: { requestor: string[]; owner: string[]; workload?: string[] };
   token_ttl: { access_token: number; refresh_token: number };
   blocked_users?: string[];
   blocked_ips?: string[];

@@ -4,6 +4,7 @@ import type { AuthenticatedClient } from '../client-auth/verify-client-assertion
 import type { GuardDeps } from '../deps';
 import { GRANT_REFRESH_TOKEN } from '../../../protocol/oauth';
 import { policyAllows } from '../policy-gate';
+import { isWorkloadInput } from '../../policy';
 import { consumeRefreshToken, findRefreshToken, revokeSession, type RefreshTokenRecord } from '../tokens/refresh-tokens';
 import { tokensForSession, type TokenResponse } from '../tokens/token-response';
 
@@ -31,6 +32,8 @@ export async function refreshGrant(deps: GuardDeps, r: RefreshRequest): Promise<
   dpopKeyIsTheFamilyKey(rt, r.proof);
   const scope = scopeIsWithinSession(r.params, rt.session.claims.scope);
   const previous = rt.session.policyInput;
+  // Workload sessions are issued no refresh token; a token naming one is not ours to honour.
+  if (isWorkloadInput(previous)) throw new InvalidGrant('the refresh token is invalid');
   const decision = await policyAllows(deps, {
     ...previous,
     authorization_request: {

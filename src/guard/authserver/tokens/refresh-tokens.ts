@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { AppContext } from '../../../context';
-import type { PolicyInput } from '../../policy';
+import type { PolicyInput, WorkloadPolicyInput } from '../../policy';
 import type { RevokedSessions } from '../../state/revoked-sessions';
 import type { SessionClaims } from './access-token';
 
@@ -10,10 +10,13 @@ export interface Session {
   clientId: string;
   jkt: string;
   claims: SessionClaims;
-  policyInput: PolicyInput;
+  /** A workload's session (CONTRACT 11) has no refresh token: its input is never refreshed. */
+  policyInput: PolicyInput | WorkloadPolicyInput;
   createdAt: Date;
   expiresAt: Date;
   revokedAt?: Date;
+  /** A workload's session (CONTRACT 11): `clientId` names the workload, not a registered client. */
+  workload?: boolean;
 }
 
 export interface RefreshTokenRecord {
@@ -35,8 +38,9 @@ function refreshTokenHash(token: string): string {
 
 export async function createSession(ctx: AppContext, s: Session): Promise<void> {
   await ctx.db.query(
-    `INSERT INTO guard_session (sid, client_id, jkt, claims, policy_input, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-    [s.sid, s.clientId, s.jkt, JSON.stringify(s.claims), JSON.stringify(s.policyInput), s.createdAt, s.expiresAt],
+    `INSERT INTO guard_session (sid, client_id, jkt, claims, policy_input, created_at, expires_at, workload, registered_client_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $8 THEN NULL ELSE $2 END)`,
+    [s.sid, s.clientId, s.jkt, JSON.stringify(s.claims), JSON.stringify(s.policyInput), s.createdAt, s.expiresAt, s.workload === true],
   );
 }
 

@@ -1,0 +1,30 @@
+import crypto from 'node:crypto';
+import { SignJWT } from 'jose';
+import type { SigningKeys } from '../../keys/signing-keys';
+import type { GuardSettings } from '../../settings';
+
+/** CONTRACT 11 (next-wave.md 6): workload tokens live at most an hour. */
+export const MAX_WORKLOAD_TOKEN_TTL_SEC = 3600;
+
+/**
+ * This guard as a workload issuer (CONTRACT 11): a JWT `{iss, sub, aud, iat, nbf, exp, jti}` with
+ * header `{alg: ES256, kid, typ: JWT}`, signed with the key published at `jwks_uri`, for another
+ * guard's token endpoint (`aud`) to exchange. `typ` keeps it from passing as one of our access
+ * tokens (`at+jwt`).
+ */
+export async function issueWorkloadToken(keys: SigningKeys, settings: GuardSettings, now: Date, o: { sub: string; aud: string[]; ttlSec: number }): Promise<string> {
+  if (!o.sub) throw new Error('a workload token needs a subject');
+  if (o.aud.length === 0) throw new Error('a workload token needs an audience');
+  if (!(Number.isInteger(o.ttlSec) && o.ttlSec > 0 && o.ttlSec <= MAX_WORKLOAD_TOKEN_TTL_SEC)) throw new Error(`the lifetime must be 1 to ${MAX_WORKLOAD_TOKEN_TTL_SEC} seconds`);
+  const key = await keys.signingKey();
+  const iat = Math.floor(now.getTime() / 1000);
+  return new SignJWT({ jti: crypto.randomUUID() })
+    .setProtectedHeader({ alg: 'ES256', kid: key.kid, typ: 'JWT' })
+    .setIssuer(settings.issuer)
+    .setSubject(o.sub)
+    .setAudience(o.aud.length === 1 ? o.aud[0] : o.aud)
+    .setIssuedAt(iat)
+    .setNotBefore(iat)
+    .setExpirationTime(iat + o.ttlSec)
+    .sign(key.privateKey);
+}
