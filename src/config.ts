@@ -25,6 +25,10 @@ export interface Config {
   registrationTtlSec: number;
   /** Other guard instances whose `svc_att_token` this guard accepts at registration (TRUSTED_ATTESTATION_ISSUERS). */
   trustedAttestationIssuers: string[];
+  /** SMTP server for e-mail one-time codes (SMTP_URL, nodemailer URL form); unset outside production: codes go to the log. */
+  smtpUrl?: string;
+  /** Sender of those mails (MAIL_FROM). */
+  mailFrom: string;
   /** Issuers whose workload tokens the token endpoint exchanges (WORKLOAD_ISSUERS_FILE, CONTRACT 11). */
   workloadIssuers: WorkloadIssuer[];
   /** OCSP check of institution card certificates (CARD_OCSP, default if-present). */
@@ -124,6 +128,10 @@ export function loadConfig(env: Env = process.env): Config {
   const guardKeySecret = parseSecret(env, 'GUARD_KEY_SECRET');
   // Without it each process seals keys with a key of its own: restarts and replicas lose them.
   if (production && !guardKeySecret) throw new ConfigError('GUARD_KEY_SECRET', 'must be set with NODE_ENV=production (the same long random secret on every replica)');
+  const smtpUrl = nonEmpty(env, 'SMTP_URL');
+  if (smtpUrl !== undefined && !/^smtps?:\/\/[^/]/.test(smtpUrl)) throw new ConfigError('SMTP_URL', 'must be an smtp:// or smtps:// URL (nodemailer form, e.g. smtp://user:pass@mail.example.org:587)');
+  // Production never writes one-time codes to the log.
+  if (production && !smtpUrl) throw new ConfigError('SMTP_URL', 'must be set with NODE_ENV=production (e-mail one-time codes of mobile registrations)');
   return {
     port,
     host,
@@ -136,6 +144,8 @@ export function loadConfig(env: Env = process.env): Config {
     registrationTtlSec: parsePositiveInt(env, 'REGISTRATION_TTL_SECONDS', 600),
     trustedAttestationIssuers: parseIssuers(env, 'TRUSTED_ATTESTATION_ISSUERS'),
     workloadIssuers: parseWorkloadIssuers(env),
+    smtpUrl,
+    mailFrom: nonEmpty(env, 'MAIL_FROM') ?? `Terminus <no-reply@${new URL(publicUrl).hostname.replace(/^\[|\]$/g, '')}>`,
     cardOcsp: parseChoice(env, 'CARD_OCSP', ['required', 'if-present', 'off'] as const, 'if-present'),
     repositoryOwners: (env.REPOSITORY_OWNERS ?? '')
       .split(',')

@@ -86,13 +86,14 @@ describe('configuration', () => {
     [{ NODE_ENV: 'production', GUARD_KEY_SECRET: SECRET }, 'CARD_TRUST_ANCHORS'],
     [{ NODE_ENV: 'production', CARD_TRUST_ANCHORS: caPem }, 'GUARD_KEY_SECRET'],
     [{ NODE_ENV: 'production', GUARD_KEY_SECRET: SECRET, CARD_TRUST_ANCHORS: path.join(__dirname, '..', 'deploy', 'card-trust-anchors.pem') }, 'CARD_TRUST_ANCHORS'],
+    [{ NODE_ENV: 'production', CARD_TRUST_ANCHORS: caPem, GUARD_KEY_SECRET: SECRET }, 'SMTP_URL'],
   ])('production refuses %j naming %s', (env, variable) => {
     expect(() => loadConfig(env)).toThrow(expect.objectContaining({ variable }));
   });
 
-  test('production starts with card anchors and a long GUARD_KEY_SECRET', () => {
-    const c = loadConfig({ NODE_ENV: 'production', CARD_TRUST_ANCHORS: caPem, GUARD_KEY_SECRET: SECRET });
-    expect([c.production, c.cardTrustAnchors, c.guardKeySecret]).toEqual([true, caPem, SECRET]);
+  test('production starts with card anchors, a long GUARD_KEY_SECRET and an SMTP relay', () => {
+    const c = loadConfig({ NODE_ENV: 'production', CARD_TRUST_ANCHORS: caPem, GUARD_KEY_SECRET: SECRET, SMTP_URL: 'smtp://mail.example.org:587' });
+    expect([c.production, c.cardTrustAnchors, c.guardKeySecret, c.smtpUrl]).toEqual([true, caPem, SECRET, 'smtp://mail.example.org:587']);
   });
 
   test('PUBLIC_URL is kept as an origin', () => {

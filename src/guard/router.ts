@@ -3,7 +3,7 @@ import type { AppContext } from '../context';
 import { defaultPostureVerifiers, defaultRegistrationVerifiers, type PostureVerifier, type RegistrationVerifier } from './attestation';
 import { authorizationServerMetadata, newestStableMajor, openidConfiguration, protectedResourceMetadata } from './authserver/discovery';
 import type { GuardDeps } from './authserver/deps';
-import { registerClient, verifyRegistration } from './authserver/registration/register-client';
+import { registerClient, resendRegistrationCode, verifyRegistration } from './authserver/registration/register-client';
 import { revokeEndpoint } from './authserver/revoke';
 import { tokenEndpoint, type EndpointRequest } from './authserver/token-endpoint';
 import { ERROR_REGISTRY, InvalidRequest, RateLimitExceeded } from './errors';
@@ -99,6 +99,16 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
     }),
   );
   v.post(
+    '/register/resend',
+    express.json({ limit: '4kb', type: () => true, strict: false }),
+    handleAsync(async (req, res) => {
+      if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
+      const pending = await resendRegistrationCode(ctx, req.body);
+      res.setHeader('Cache-Control', 'no-store');
+      res.status(202).json(pending);
+    }),
+  );
+  v.post(
     '/register/verify',
     express.json({ limit: '16kb', type: () => true, strict: false }),
     handleAsync(async (req, res) => {
@@ -126,7 +136,7 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
       res.status(200).end();
     }),
   );
-  v.all(['/nonce', '/register', '/register/verify', '/token', '/revoke', '/jwks', '/authorize'], (_req, res) => {
+  v.all(['/nonce', '/register', '/register/verify', '/register/resend', '/token', '/revoke', '/jwks', '/authorize'], (_req, res) => {
     res.setHeader('Allow', ['/nonce', '/jwks', '/authorize'].includes(_req.path) ? 'GET' : 'POST');
     sendGuardError(res, settings.issuer, new InvalidRequest('method not allowed', { status: 405 }));
   });
@@ -166,7 +176,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
 }
 
 /** Bucket of the per-IP limit for a path under /svc/v{major}; the JWKS shares the discovery bucket. */
-const ENDPOINT_BUCKETS: Record<string, string> = { '/nonce': 'nonce', '/register': 'register', '/register/verify': 'register', '/token': 'token', '/revoke': 'revoke', '/jwks': 'discovery' };
+const ENDPOINT_BUCKETS: Record<string, string> = { '/nonce': 'nonce', '/register': 'register', '/register/verify': 'register', '/register/resend': 'register', '/token': 'token', '/revoke': 'revoke', '/jwks': 'discovery' };
 
 /**
  * The deps of a request under /svc/v{major}: `htu` of DPoP proofs, `aud` of client assertions and

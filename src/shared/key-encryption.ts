@@ -6,6 +6,8 @@ export interface KeyEncryption {
   readonly id: string;
   seal(plain: Buffer): string;
   open(sealed: string): Buffer;
+  /** HMAC-SHA256 of `data` under a key derived from the KEK for `label` (one-time codes at rest). */
+  mac(label: string, data: Buffer): Buffer;
 }
 
 export function aesGcmKeyEncryption(kek: Buffer): KeyEncryption {
@@ -16,6 +18,10 @@ export function aesGcmKeyEncryption(kek: Buffer): KeyEncryption {
       const c = crypto.createCipheriv('aes-256-gcm', kek, iv);
       const body = Buffer.concat([c.update(plain), c.final()]);
       return Buffer.concat([iv, body, c.getAuthTag()]).toString('base64');
+    },
+    mac(label, data) {
+      const key = crypto.createHmac('sha256', kek).update(`terminus mac ${label}`).digest();
+      return crypto.createHmac('sha256', key).update(data).digest();
     },
     open(sealed) {
       const raw = Buffer.from(sealed, 'base64');

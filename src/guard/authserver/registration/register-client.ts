@@ -7,6 +7,8 @@ import type { GuardSettings } from '../../settings';
 import { clientKeyIsRegistered, deleteExpiredPendingClients, insertClient, type ClientRecord, type ClientStatus } from '../clients/client-store';
 import { SUPPORTED_GRANT_TYPES } from '../../../protocol/oauth';
 import { answerTransaction, findTransaction, openTransaction } from './registration-transactions';
+import { EMAIL_CHALLENGE, emailCodeAnswer, mailerFor, MESSAGE_ID, normalizeEmail, openEmailChallenge, resendEmailCode } from './email-code';
+import { keyEncryptionFor } from '../../keys/key-encryption';
 
 /** The attestation_type values of ZETA dynamic client registration. */
 const ATTESTATION_TYPES = ['software', 'tpm', 'platform_a', 'platform_b', 'svc_attestation_token'] as const;
@@ -64,6 +66,7 @@ export async function registerClient(
   const clientName = clientNameIsValid(b);
   const redirectUris = redirectUrisAreValid(b);
   if (attestationType === 'software') softwareSendsNoHardwareMembers(b);
+  const email = userEmailFor(b, attestationType);
   const proof = attestationType === 'software' ? undefined : await verifiers.get(attestationType)!.verify(b, { jwk, jkt }, ctx);
 
   await deleteExpiredPendingClients(ctx, settings.pendingClientTtlSec);
@@ -79,6 +82,15 @@ export async function registerClient(
     status: proof?.status ?? 'pending_attestation',
     issuedAt: ctx.now(),
   };
+  if (email !== undefined) {
+    // A mobile user (CONTRACT 10): the client is registered once the mailed code comes back.
+    if (await clientKeyIsRegistered(ctx, jkt)) throw new Conflict('a client with this client instance key is already registered');
+    const challenge = await openEmailChallenge(ctx, keyEncryptionFor(ctx), mailerFor(ctx), client, email);
+    return {
+      status: 202,
+      body: { transaction_id: challenge.transactionId, status: 'pending_verification', expires_in: challenge.expiresIn, challenge_type: EMAIL_CHALLENGE, message_id: MESSAGE_ID },
+    };
+  }
   if (proof?.challenge) {
     // Answering the challenge must not be the first time a known key is found out.
     if (await clientKeyIsRegistered(ctx, jkt)) throw new Conflict('a client with this client instance key is already registered');
@@ -94,9 +106,31 @@ export async function registerClient(
 }
 
 /**
- * POST /register/verify (CONTRACT 8): the answer to the challenge of a pending registration. Right:
- * the client is registered (201). Wrong: 400, the third wrong answer ends the transaction. Unknown,
- * expired or used: 404. A key registered meanwhile: 409.
+ * `user_email` asks for the e-mail binding of a mobile registration (CONTRACT 10): a software
+ * client (a phone app) may send it; the hardware types of stationary clients may not.
+ */
+function userEmailFor(b: Record<string, unknown>, attestationType: string): string | undefined {
+  if (b.user_email === undefined) return undefined;
+  if (attestationType === 'tpm' || attestationType === 'svc_attestation_token') throw new InvalidRequest(`user_email belongs to mobile registrations, not to attestation_type ${attestationType}`);
+  return normalizeEmail(b.user_email);
+}
+
+/**
+ * POST /register/resend (CONTRACT 10): a new e-mail code for a pending registration, 202
+ * `{transaction_id, expires_in}`; 429 with Retry-After inside a minute of the last mail or after
+ * the third.
+ */
+export async function resendRegistrationCode(ctx: AppContext, body: unknown): Promise<{ transaction_id: string; status: 'pending_verification'; expires_in: number }> {
+  const b = bodyIsObject(body);
+  if (typeof b.transaction_id !== 'string' || b.transaction_id === '') throw new InvalidRequest('transaction_id is required');
+  const c = await resendEmailCode(ctx, keyEncryptionFor(ctx), mailerFor(ctx), b.transaction_id);
+  return { transaction_id: c.transactionId, status: 'pending_verification', expires_in: c.expiresIn };
+}
+
+/**
+ * POST /register/verify (CONTRACT 8, 10): the answer to the challenge of a pending registration.
+ * Right: the client is registered (201). Wrong: 400; the third wrong TPM answer or the fifth wrong
+ * e-mail code ends the transaction. Unknown, expired or used: 404. A key registered meanwhile: 409.
  */
 export async function verifyRegistration(ctx: AppContext, body: unknown): Promise<RegistrationResponse> {
   const b = bodyIsObject(body);
@@ -105,18 +139,24 @@ export async function verifyRegistration(ctx: AppContext, body: unknown): Promis
   const transaction = await findTransaction(ctx, b.transaction_id);
   if (!transaction) throw new ResourceNotFound('no pending registration with this transaction_id (unknown, expired or used)');
   if (b.verify_type !== transaction.challengeType) throw new InvalidRequest(`verify_type must be ${transaction.challengeType}`);
-  const answer = answerOf(b, transaction.challengeType);
+  const answer = answerOf(ctx, b, transaction.challengeType);
   const outcome = await answerTransaction(ctx, b.transaction_id, answer);
   if (outcome.kind === 'gone') throw new ResourceNotFound('no pending registration with this transaction_id (unknown, expired or used)');
   if (outcome.kind === 'wrong') {
-    throw new InvalidRequest(`invalid_activation_secret: the answer is wrong${outcome.triesLeft > 0 ? ` (${outcome.triesLeft} tries left)` : '; the registration is closed'}`);
+    const token = transaction.challengeType === EMAIL_CHALLENGE ? 'invalid_otp: the code' : 'invalid_activation_secret: the answer';
+    throw new InvalidRequest(`${token} is wrong${outcome.triesLeft > 0 ? ` (${outcome.triesLeft} tries left)` : '; the registration is closed'}`);
   }
   const client = { ...outcome.transaction.client, issuedAt: ctx.now() };
   await insertClient(ctx, client);
   return registrationRecord(client);
 }
 
-function answerOf(b: Record<string, unknown>, challengeType: string): Buffer {
+function answerOf(ctx: AppContext, b: Record<string, unknown>, challengeType: string): Buffer {
+  if (challengeType === EMAIL_CHALLENGE) {
+    // Shape first: a malformed code is a client bug, not a guess, and costs no try.
+    if (typeof b.code !== 'string' || !/^\d{6}$/.test(b.code)) throw new InvalidRequest('code must be the 6 digits of the mail');
+    return emailCodeAnswer(keyEncryptionFor(ctx), b.transaction_id as string, b.code);
+  }
   const v = b.tpm_decrypted_secret;
   if (challengeType !== 'tpm_activation') throw new InvalidRequest('unsupported challenge');
   if (typeof v !== 'string' || !/^[A-Za-z0-9+/_-]{1,256}={0,2}$/.test(v)) throw new InvalidRequest('tpm_decrypted_secret must be base64');

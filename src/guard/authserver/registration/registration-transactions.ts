@@ -2,8 +2,15 @@ import crypto from 'node:crypto';
 import type { AppContext } from '../../../context';
 import type { ClientRecord } from '../clients/client-store';
 
-/** Wrong answers a transaction survives; the last one ends it (CONTRACT 8: the third wrong answer). */
+/** Wrong answers a TPM activation survives; the last one ends it (CONTRACT 8: the third wrong answer). */
 export const MAX_FAILURES = 3;
+
+/** What else a transaction may hold: its id (already mailed), its own failure limit, an e-mail challenge. */
+export interface TransactionOptions {
+  transactionId?: string;
+  maxFailures?: number;
+  email?: { jkt: string; mac: Buffer; sealed: string; sentAt: Date };
+}
 
 /** A registration waiting for its challenge answer (TPM credential activation, e-mail code). */
 export interface RegistrationTransaction {
@@ -21,23 +28,45 @@ const answerHash = (answer: Buffer) => crypto.createHash('sha256').update(answer
  * single statements (DELETE ... RETURNING, UPDATE ... RETURNING), so two replicas racing on one
  * transaction cannot both win.
  */
-export async function openTransaction(ctx: AppContext, challengeType: string, answer: Buffer, client: ClientRecord, ttlSec: number): Promise<string> {
-  const transactionId = crypto.randomUUID();
+export async function openTransaction(ctx: AppContext, challengeType: string, answer: Buffer, client: ClientRecord, ttlSec: number, o: TransactionOptions = {}): Promise<string> {
+  const transactionId = o.transactionId ?? crypto.randomUUID();
   const now = ctx.now();
-  await ctx.db.query('DELETE FROM guard_registration_transaction WHERE expires_at <= $1', [now]);
+  await deleteExpiredTransactions(ctx);
   await ctx.db.query(
-    `INSERT INTO guard_registration_transaction (transaction_id, challenge_type, answer_hash, client, expires_at) VALUES ($1, $2, $3, $4, $5)`,
-    [transactionId, challengeType, answerHash(answer), JSON.stringify(client), new Date(now.getTime() + ttlSec * 1000)],
+    `INSERT INTO guard_registration_transaction (transaction_id, challenge_type, answer_hash, client, expires_at, max_failures, client_jkt, email_mac, email_sealed, mails, last_mail_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+    [
+      transactionId,
+      challengeType,
+      answerHash(answer),
+      JSON.stringify(client),
+      new Date(now.getTime() + ttlSec * 1000),
+      o.maxFailures ?? MAX_FAILURES,
+      o.email?.jkt ?? null,
+      o.email?.mac ?? null,
+      o.email?.sealed ?? null,
+      o.email ? 1 : 0,
+      o.email?.sentAt ?? null,
+    ],
   );
   return transactionId;
+}
+
+/** A new expected answer and lifetime (a resent e-mail code; the old code stops working). */
+export async function replaceAnswer(ctx: AppContext, transactionId: string, answer: Buffer, expiresAt: Date): Promise<void> {
+  await ctx.db.query('UPDATE guard_registration_transaction SET answer_hash = $2, expires_at = $3 WHERE transaction_id = $1', [transactionId, answerHash(answer), expiresAt]);
+}
+
+export async function deleteExpiredTransactions(ctx: AppContext): Promise<void> {
+  await ctx.db.query('DELETE FROM guard_registration_transaction WHERE expires_at <= $1 OR failures >= max_failures', [ctx.now()]);
 }
 
 /** The live transaction, or undefined when it is unknown, expired or used. */
 export async function findTransaction(ctx: AppContext, transactionId: string): Promise<{ challengeType: string } | undefined> {
   if (!UUID.test(transactionId)) return undefined;
   const r = await ctx.db.query<{ challenge_type: string }>(
-    'SELECT challenge_type FROM guard_registration_transaction WHERE transaction_id = $1 AND expires_at > $2 AND failures < $3',
-    [transactionId, ctx.now(), MAX_FAILURES],
+    'SELECT challenge_type FROM guard_registration_transaction WHERE transaction_id = $1 AND expires_at > $2 AND failures < max_failures',
+    [transactionId, ctx.now()],
   );
   return r.rows[0] ? { challengeType: r.rows[0].challenge_type } : undefined;
 }
@@ -52,24 +81,24 @@ export async function answerTransaction(ctx: AppContext, transactionId: string, 
   if (!UUID.test(transactionId)) return { kind: 'gone' };
   const now = ctx.now();
   const r = await ctx.db.query<{ answer_hash: Buffer | Uint8Array }>(
-    'SELECT answer_hash FROM guard_registration_transaction WHERE transaction_id = $1 AND expires_at > $2 AND failures < $3',
-    [transactionId, now, MAX_FAILURES],
+    'SELECT answer_hash FROM guard_registration_transaction WHERE transaction_id = $1 AND expires_at > $2 AND failures < max_failures',
+    [transactionId, now],
   );
   const row = r.rows[0];
   if (!row) return { kind: 'gone' };
   const expected = Buffer.from(row.answer_hash);
   if (!crypto.timingSafeEqual(expected, answerHash(answer))) {
-    const u = await ctx.db.query<{ failures: number }>(
-      'UPDATE guard_registration_transaction SET failures = failures + 1 WHERE transaction_id = $1 AND failures < $2 RETURNING failures',
-      [transactionId, MAX_FAILURES],
+    const u = await ctx.db.query<{ failures: number; max_failures: number }>(
+      'UPDATE guard_registration_transaction SET failures = failures + 1 WHERE transaction_id = $1 AND failures < max_failures RETURNING failures, max_failures',
+      [transactionId],
     );
-    const failures = u.rows[0]?.failures ?? MAX_FAILURES;
-    if (failures >= MAX_FAILURES) await ctx.db.query('DELETE FROM guard_registration_transaction WHERE transaction_id = $1', [transactionId]);
-    return { kind: 'wrong', triesLeft: Math.max(0, MAX_FAILURES - failures) };
+    const left = u.rows[0] ? u.rows[0].max_failures - u.rows[0].failures : 0;
+    if (left <= 0) await ctx.db.query('DELETE FROM guard_registration_transaction WHERE transaction_id = $1', [transactionId]);
+    return { kind: 'wrong', triesLeft: Math.max(0, left) };
   }
   const d = await ctx.db.query<{ challenge_type: string; client: ClientRecord }>(
-    'DELETE FROM guard_registration_transaction WHERE transaction_id = $1 AND expires_at > $2 AND failures < $3 RETURNING challenge_type, client',
-    [transactionId, now, MAX_FAILURES],
+    'DELETE FROM guard_registration_transaction WHERE transaction_id = $1 AND expires_at > $2 AND failures < max_failures RETURNING challenge_type, client',
+    [transactionId, now],
   );
   const used = d.rows[0];
   if (!used) return { kind: 'gone' };
