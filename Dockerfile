@@ -22,6 +22,8 @@ COPY policies ./policies
 COPY proto ./proto
 COPY subscriptions ./subscriptions
 COPY fixtures ./fixtures
+# Shipped trust anchors (Apple's App Attestation root; PLATFORM_A_TRUST_ANCHORS replaces it).
+COPY deploy/trust ./deploy/trust
 USER node
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s CMD node -e "fetch('http://127.0.0.1:8080/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"

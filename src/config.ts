@@ -25,6 +25,10 @@ export interface Config {
   registrationTtlSec: number;
   /** Other guard instances whose `svc_att_token` this guard accepts at registration (TRUSTED_ATTESTATION_ISSUERS). */
   trustedAttestationIssuers: string[];
+  /** Roots of Apple App Attest chains (PLATFORM_A_TRUST_ANCHORS; default Apple's root, shipped). */
+  platformATrustAnchors: string;
+  /** App IDs whose App Attest keys may register (PLATFORM_A_APP_IDS): empty, no platform_a client. */
+  platformAAppIds: PlatformAAppId[];
   /** SMTP server for e-mail one-time codes (SMTP_URL, nodemailer URL form); unset outside production: codes go to the log. */
   smtpUrl?: string;
   /** Sender of those mails (MAIL_FROM). */
@@ -144,6 +148,8 @@ export function loadConfig(env: Env = process.env): Config {
     registrationTtlSec: parsePositiveInt(env, 'REGISTRATION_TTL_SECONDS', 600),
     trustedAttestationIssuers: parseIssuers(env, 'TRUSTED_ATTESTATION_ISSUERS'),
     workloadIssuers: parseWorkloadIssuers(env),
+    platformATrustAnchors: certificateFile(env, 'PLATFORM_A_TRUST_ANCHORS') ?? projectPath('deploy', 'trust', 'apple-app-attestation-root-ca.pem'),
+    platformAAppIds: parsePlatformAAppIds(env),
     smtpUrl,
     mailFrom: nonEmpty(env, 'MAIL_FROM') ?? `Terminus <no-reply@${new URL(publicUrl).hostname.replace(/^\[|\]$/g, '')}>`,
     cardOcsp: parseChoice(env, 'CARD_OCSP', ['required', 'if-present', 'off'] as const, 'if-present'),
@@ -236,6 +242,25 @@ function parseChoice<T extends string>(env: Env, name: string, choices: readonly
   if (v === undefined) return dflt;
   if (!(choices as readonly string[]).includes(v)) throw new ConfigError(name, `must be one of ${choices.join(', ')}, got "${v}"`);
   return v as T;
+}
+
+/** One App ID of PLATFORM_A_APP_IDS: `TEAMID.bundle.id:desktop` or `:phone`, `:development` admitting development keys. */
+export interface PlatformAAppId {
+  appId: string;
+  kind: 'desktop' | 'phone';
+  development: boolean;
+}
+
+function parsePlatformAAppIds(env: Env): PlatformAAppId[] {
+  return (nonEmpty(env, 'PLATFORM_A_APP_IDS') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((entry) => {
+      const m = /^([A-Z0-9]{10}\.[A-Za-z0-9.-]+):(desktop|phone)(:development)?$/.exec(entry);
+      if (!m) throw new ConfigError('PLATFORM_A_APP_IDS', `"${entry}" must read TEAMID.bundle.id:desktop or TEAMID.bundle.id:phone (optionally :development)`);
+      return { appId: m[1], kind: m[2] as 'desktop' | 'phone', development: Boolean(m[3]) };
+    });
 }
 
 /** One entry of WORKLOAD_ISSUERS_FILE. */

@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -94,6 +95,13 @@ describe('configuration', () => {
   test('production starts with card anchors, a long GUARD_KEY_SECRET and an SMTP relay', () => {
     const c = loadConfig({ NODE_ENV: 'production', CARD_TRUST_ANCHORS: caPem, GUARD_KEY_SECRET: SECRET, SMTP_URL: 'smtp://mail.example.org:587' });
     expect([c.production, c.cardTrustAnchors, c.guardKeySecret, c.smtpUrl]).toEqual([true, caPem, SECRET, 'smtp://mail.example.org:587']);
+  });
+
+  test('platform_a trusts the shipped Apple App Attestation Root CA by default (its published fingerprint)', () => {
+    const pem = fs.readFileSync(loadConfig({}).platformATrustAnchors, 'utf8');
+    expect(new crypto.X509Certificate(pem).fingerprint256).toBe('1C:B9:82:3B:A2:8B:A6:AD:2D:33:A0:06:94:1D:E2:AE:4F:51:3E:F1:D4:E8:31:B9:F7:E0:FA:7B:62:42:C9:32');
+    expect(() => loadConfig({ PLATFORM_A_APP_IDS: 'de.praxis.app:phone' })).toThrow(expect.objectContaining({ variable: 'PLATFORM_A_APP_IDS' }));
+    expect(loadConfig({ PLATFORM_A_APP_IDS: 'ABCDE12345.de.praxis.app:phone:development' }).platformAAppIds).toEqual([{ appId: 'ABCDE12345.de.praxis.app', kind: 'phone', development: true }]);
   });
 
   test('PUBLIC_URL is kept as an origin', () => {

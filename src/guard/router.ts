@@ -168,7 +168,14 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
     ocsp: new OcspChecker(ctx.config.cardOcsp, settings.refreshTokenTtlSec, ctx.logger, ctx.now),
     postureVerifiers: options.postureVerifiers ?? defaultPostureVerifiers(),
     registrationVerifiers:
-      options.registrationVerifiers ?? defaultRegistrationVerifiers({ ekAnchors, trustedIssuers: ctx.config.trustedAttestationIssuers, state, now: ctx.now }),
+      options.registrationVerifiers ??
+      defaultRegistrationVerifiers({
+        ekAnchors,
+        trustedIssuers: ctx.config.trustedAttestationIssuers,
+        state,
+        now: ctx.now,
+        platformA: { anchors: loadEkTrustAnchors(ctx.config.platformATrustAnchors) ?? [], appIds: ctx.config.platformAAppIds },
+      }),
     state,
     sessions,
     accessTokens: new AccessTokenVerifier(keys, pepSettings(ctx.config), ctx.now, sessions),

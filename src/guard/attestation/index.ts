@@ -8,6 +8,8 @@ import type { RegistrationVerifier } from './registration';
 import type { SharedState } from '../state/shared-state';
 import { svcTokenRegistrationVerifier } from './svc-token/register-svc-token';
 import { TrustedIssuers } from './svc-token/trusted-issuers';
+import { platformAPostureVerifier, platformARegistrationVerifier } from './platform-a/platform-a';
+import type { PlatformAAppId } from '../../config';
 
 export type { RegistrationChallenge, RegistrationProof, RegistrationVerifier, RegisteringClient } from './registration';
 
@@ -65,6 +67,7 @@ export function defaultPostureVerifiers(): Map<string, PostureVerifier> {
   return new Map([
     [softwarePostureVerifier.postureType, softwarePostureVerifier],
     [tpmPostureVerifier.postureType, tpmPostureVerifier],
+    [platformAPostureVerifier.postureType, platformAPostureVerifier],
   ]);
 }
 
@@ -72,8 +75,17 @@ export function defaultPostureVerifiers(): Map<string, PostureVerifier> {
  * Registration proofs this instance accepts: `tpm` only when TPM manufacturer CAs are configured,
  * `svc_attestation_token` only when other guard instances are trusted.
  */
-export function defaultRegistrationVerifiers(o: { ekAnchors?: Buffer[]; trustedIssuers: string[]; state: SharedState; now: () => Date }): Map<string, RegistrationVerifier> {
+export function defaultRegistrationVerifiers(o: {
+  ekAnchors?: Buffer[];
+  trustedIssuers: string[];
+  state: SharedState;
+  now: () => Date;
+  platformA?: { anchors: Buffer[]; appIds: readonly PlatformAAppId[] };
+}): Map<string, RegistrationVerifier> {
   const verifiers = new Map<string, RegistrationVerifier>();
+  // platform_a only for the App IDs named in PLATFORM_A_APP_IDS.
+  const platformA = o.platformA;
+  if (platformA && platformA.appIds.length > 0) verifiers.set('platform_a', platformARegistrationVerifier(() => platformA.anchors, platformA.appIds));
   const ekAnchors = o.ekAnchors;
   if (ekAnchors) verifiers.set('tpm', tpmRegistrationVerifier(() => ekAnchors));
   if (o.trustedIssuers.length > 0) verifiers.set('svc_attestation_token', svcTokenRegistrationVerifier(new TrustedIssuers(o.trustedIssuers, o.now), o.state));

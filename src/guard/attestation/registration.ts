@@ -22,6 +22,8 @@ export interface RegistrationProof {
   /** Stored with the client: what later token exchanges verify against (`{tpm: {...}}`). */
   attestation: Record<string, unknown>;
   challenge?: RegistrationChallenge;
+  /** `required`: the registration is a phone's and binds an e-mail address (CONTRACT 10). */
+  userEmail?: 'required';
   /** The status the client starts in (default `pending_attestation`). */
   status?: 'pending_attestation' | 'pending_user_binding';
 }

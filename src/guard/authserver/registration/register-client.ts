@@ -82,6 +82,7 @@ export async function registerClient(
     status: proof?.status ?? 'pending_attestation',
     issuedAt: ctx.now(),
   };
+  if (proof?.userEmail === 'required' && email === undefined) throw new InvalidRequest('user_email is required: a phone registration is bound to an e-mail address');
   if (email !== undefined) {
     // A mobile user (CONTRACT 10): the client is registered once the mailed code comes back.
     if (await clientKeyIsRegistered(ctx, jkt)) throw new Conflict('a client with this client instance key is already registered');
