@@ -29,6 +29,12 @@ export interface Config {
   platformATrustAnchors: string;
   /** App IDs whose App Attest keys may register (PLATFORM_A_APP_IDS): empty, no platform_a client. */
   platformAAppIds: PlatformAAppId[];
+  /** Roots of Android key attestation chains (PLATFORM_B_TRUST_ANCHORS; default Google's, shipped). */
+  platformBTrustAnchors: string;
+  /** Apps whose attested keys may register (PLATFORM_B_PACKAGES): empty, no platform_b client. */
+  platformBPackages: PlatformBPackage[];
+  /** The attestation status list (PLATFORM_B_REVOCATION_URL): a URL or a file. */
+  platformBRevocationSource: string;
   /** SMTP server for e-mail one-time codes (SMTP_URL, nodemailer URL form); unset outside production: codes go to the log. */
   smtpUrl?: string;
   /** Sender of those mails (MAIL_FROM). */
@@ -150,6 +156,9 @@ export function loadConfig(env: Env = process.env): Config {
     workloadIssuers: parseWorkloadIssuers(env),
     platformATrustAnchors: certificateFile(env, 'PLATFORM_A_TRUST_ANCHORS') ?? projectPath('deploy', 'trust', 'apple-app-attestation-root-ca.pem'),
     platformAAppIds: parsePlatformAAppIds(env),
+    platformBTrustAnchors: certificateFile(env, 'PLATFORM_B_TRUST_ANCHORS') ?? projectPath('deploy', 'trust', 'google-hardware-attestation-roots.pem'),
+    platformBPackages: parsePlatformBPackages(env),
+    platformBRevocationSource: parseRevocationSource(env),
     smtpUrl,
     mailFrom: nonEmpty(env, 'MAIL_FROM') ?? `Terminus <no-reply@${new URL(publicUrl).hostname.replace(/^\[|\]$/g, '')}>`,
     cardOcsp: parseChoice(env, 'CARD_OCSP', ['required', 'if-present', 'off'] as const, 'if-present'),
@@ -261,6 +270,33 @@ function parsePlatformAAppIds(env: Env): PlatformAAppId[] {
       if (!m) throw new ConfigError('PLATFORM_A_APP_IDS', `"${entry}" must read TEAMID.bundle.id:desktop or TEAMID.bundle.id:phone (optionally :development)`);
       return { appId: m[1], kind: m[2] as 'desktop' | 'phone', development: Boolean(m[3]) };
     });
+}
+
+/** One app of PLATFORM_B_PACKAGES: `package.name:SHA256HEX` (the signing certificate's digest). */
+export interface PlatformBPackage {
+  packageName: string;
+  signerDigest: string;
+}
+
+function parsePlatformBPackages(env: Env): PlatformBPackage[] {
+  return (nonEmpty(env, 'PLATFORM_B_PACKAGES') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((entry) => {
+      const m = /^([A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z][A-Za-z0-9_]*)+):([0-9A-Fa-f]{64})$/.exec(entry.replace(/(?<=:.*):/g, ''));
+      if (!m) throw new ConfigError('PLATFORM_B_PACKAGES', `"${entry}" must read package.name:SHA256HEX (64 hex digits of the signing certificate's SHA-256)`);
+      return { packageName: m[1], signerDigest: m[2].toLowerCase() };
+    });
+}
+
+/** PLATFORM_B_REVOCATION_URL: Google's attestation status list by default; an http(s) URL or a file. */
+function parseRevocationSource(env: Env): string {
+  const v = nonEmpty(env, 'PLATFORM_B_REVOCATION_URL');
+  if (v === undefined) return 'https://android.googleapis.com/attestation/status';
+  if (/^https?:\/\//.test(v)) return v;
+  const p = existingFile(env, 'PLATFORM_B_REVOCATION_URL');
+  return p as string;
 }
 
 /** One entry of WORKLOAD_ISSUERS_FILE. */

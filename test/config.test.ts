@@ -104,6 +104,17 @@ describe('configuration', () => {
     expect(loadConfig({ PLATFORM_A_APP_IDS: 'ABCDE12345.de.praxis.app:phone:development' }).platformAAppIds).toEqual([{ appId: 'ABCDE12345.de.praxis.app', kind: 'phone', development: true }]);
   });
 
+  test("platform_b trusts Google's shipped hardware attestation roots by default (their published fingerprints)", () => {
+    const pems = fs.readFileSync(loadConfig({}).platformBTrustAnchors, 'utf8').match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+    expect(pems.map((p) => new crypto.X509Certificate(p).fingerprint256)).toEqual([
+      'CE:DB:1C:B6:DC:89:6A:E5:EC:79:73:48:BC:E9:28:67:53:C2:B3:8E:E7:1C:E0:FB:E3:4A:9A:12:48:80:0D:FC',
+      '6D:9D:B4:CE:6C:5C:0B:29:31:66:D0:89:86:E0:57:74:A8:77:6C:EB:52:5D:9E:43:29:52:0D:E1:2B:A4:BC:C0',
+    ]);
+    expect(loadConfig({}).platformBRevocationSource).toBe('https://android.googleapis.com/attestation/status');
+    expect(() => loadConfig({ PLATFORM_B_PACKAGES: 'de.praxis.app:1234' })).toThrow(expect.objectContaining({ variable: 'PLATFORM_B_PACKAGES' }));
+    expect(loadConfig({ PLATFORM_B_PACKAGES: `de.praxis.app:${'AB'.repeat(32)}` }).platformBPackages).toEqual([{ packageName: 'de.praxis.app', signerDigest: 'ab'.repeat(32) }]);
+  });
+
   test('PUBLIC_URL is kept as an origin', () => {
     expect(loadConfig({ PUBLIC_URL: 'https://T.example:8443/' }).publicUrl).toBe('https://t.example:8443');
     expect(loadConfig({ PUBLIC_URL: 'http://localhost:8080' }).publicUrl).toBe('http://localhost:8080');

@@ -20,6 +20,7 @@ import { sharedState, type SharedState } from './state/shared-state';
 import { RevokedSessions } from './state/revoked-sessions';
 import { AccessTokenVerifier } from './authserver/tokens/verify-access-token';
 import { WorkloadIssuers } from './authserver/workload/workload-issuers';
+import { RevocationList } from './attestation/platform-b/revocation-list';
 import { pepSettings } from './pep/settings';
 import { versionEntries, versionGate, type ApiVersion } from './versions';
 
@@ -175,6 +176,11 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
         state,
         now: ctx.now,
         platformA: { anchors: loadEkTrustAnchors(ctx.config.platformATrustAnchors) ?? [], appIds: ctx.config.platformAAppIds },
+        platformB: {
+          anchors: loadEkTrustAnchors(ctx.config.platformBTrustAnchors) ?? [],
+          packages: ctx.config.platformBPackages,
+          revocations: new RevocationList(ctx.config.platformBRevocationSource, ctx.now),
+        },
       }),
     state,
     sessions,

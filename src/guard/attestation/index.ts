@@ -9,7 +9,9 @@ import type { SharedState } from '../state/shared-state';
 import { svcTokenRegistrationVerifier } from './svc-token/register-svc-token';
 import { TrustedIssuers } from './svc-token/trusted-issuers';
 import { platformAPostureVerifier, platformARegistrationVerifier } from './platform-a/platform-a';
-import type { PlatformAAppId } from '../../config';
+import type { PlatformAAppId, PlatformBPackage } from '../../config';
+import { platformBPostureVerifier, platformBRegistrationVerifier } from './platform-b/platform-b';
+import type { RevocationList } from './platform-b/revocation-list';
 
 export type { RegistrationChallenge, RegistrationProof, RegistrationVerifier, RegisteringClient } from './registration';
 
@@ -68,6 +70,7 @@ export function defaultPostureVerifiers(): Map<string, PostureVerifier> {
     [softwarePostureVerifier.postureType, softwarePostureVerifier],
     [tpmPostureVerifier.postureType, tpmPostureVerifier],
     [platformAPostureVerifier.postureType, platformAPostureVerifier],
+    [platformBPostureVerifier.postureType, platformBPostureVerifier],
   ]);
 }
 
@@ -81,11 +84,15 @@ export function defaultRegistrationVerifiers(o: {
   state: SharedState;
   now: () => Date;
   platformA?: { anchors: Buffer[]; appIds: readonly PlatformAAppId[] };
+  platformB?: { anchors: Buffer[]; packages: readonly PlatformBPackage[]; revocations: RevocationList };
 }): Map<string, RegistrationVerifier> {
   const verifiers = new Map<string, RegistrationVerifier>();
   // platform_a only for the App IDs named in PLATFORM_A_APP_IDS.
   const platformA = o.platformA;
   if (platformA && platformA.appIds.length > 0) verifiers.set('platform_a', platformARegistrationVerifier(() => platformA.anchors, platformA.appIds));
+  // platform_b only for the packages named in PLATFORM_B_PACKAGES.
+  const platformB = o.platformB;
+  if (platformB && platformB.packages.length > 0) verifiers.set('platform_b', platformBRegistrationVerifier(() => platformB.anchors, platformB.packages, platformB.revocations));
   const ekAnchors = o.ekAnchors;
   if (ekAnchors) verifiers.set('tpm', tpmRegistrationVerifier(() => ekAnchors));
   if (o.trustedIssuers.length > 0) verifiers.set('svc_attestation_token', svcTokenRegistrationVerifier(new TrustedIssuers(o.trustedIssuers, o.now), o.state));
