@@ -94,7 +94,7 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
     express.json({ limit: '64kb', type: () => true, strict: false }),
     handleAsync(async (req, res) => {
       if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
-      const outcome = await registerClient(ctx, settings, req.body, deps.registrationVerifiers);
+      const outcome = await registerClient(ctx, settings, req.body, deps.registrationVerifiers, deps.state);
       res.setHeader('Cache-Control', 'no-store');
       res.status(outcome.status).json(outcome.body);
     }),
@@ -104,7 +104,7 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
     express.json({ limit: '4kb', type: () => true, strict: false }),
     handleAsync(async (req, res) => {
       if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
-      const pending = await resendRegistrationCode(ctx, req.body);
+      const pending = await resendRegistrationCode(ctx, req.body, deps.state);
       res.setHeader('Cache-Control', 'no-store');
       res.status(202).json(pending);
     }),

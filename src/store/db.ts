@@ -12,7 +12,7 @@ export interface QueryOptions {
   prepare?: boolean;
   /**
    * PostgreSQL only: how long to wait for the answer, instead of the pool's STORE_QUERY_TIMEOUT_MS
-   * (migrations and bulk imports pass a longer one).
+   * (migrations pass a longer one, and lift the server's statement_timeout for their transaction).
    */
   timeoutMs?: number;
 }
@@ -25,6 +25,11 @@ export interface QueryOptions {
  */
 export const STORE_CONNECT_TIMEOUT_MS = 3000;
 export const STORE_QUERY_TIMEOUT_MS = 3000;
+/**
+ * The server gives up a little before the client does: a statement the client stopped waiting
+ * for must not commit afterwards (a refresh token consumed after its client was told 503).
+ */
+export const STORE_STATEMENT_TIMEOUT_MS = 2800;
 
 /** Prepared-statement name of a query text. */
 function statementName(sql: string): string {
@@ -83,7 +88,8 @@ export class StoreUnavailable extends Error {
 /** SQLSTATE classes and driver errors that mean "no database right now" rather than "this statement failed". */
 function isConnectionFailure(err: unknown): boolean {
   const state = sqlState(err);
-  if (state && (/^08/.test(state) || ['57P01', '57P02', '57P03', '53300'].includes(state))) return true;
+  // 57014: the server cancelled a statement that ran past statement_timeout (a stalled database).
+  if (state && (/^08/.test(state) || ['57P01', '57P02', '57P03', '53300', '57014'].includes(state))) return true;
   const message = err instanceof Error ? err.message : '';
   const code = (err as { code?: unknown })?.code;
   return (
@@ -126,7 +132,7 @@ export async function openDb(opts: OpenDbOptions): Promise<Db> {
       keepAlive: true,
       // Parallel plans cost milliseconds of worker start-up for queries that run in one or two;
       // under concurrent load they only add latency (search probes are index-only scans).
-      options: ['-c max_parallel_workers_per_gather=0', opts.schema ? `-c search_path=${opts.schema},public` : ''].join(' ').trim(),
+      options: ['-c max_parallel_workers_per_gather=0', `-c statement_timeout=${STORE_STATEMENT_TIMEOUT_MS}`, opts.schema ? `-c search_path=${opts.schema},public` : ''].join(' ').trim(),
     }),
   );
 }

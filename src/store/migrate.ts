@@ -17,6 +17,7 @@ export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<string[]> {
     .filter((f) => /^\d+_.+\.sql$/.test(f))
     .sort();
   return db.transaction(async (tx) => {
+    if (db.kind === 'pg') await tx.query('SET LOCAL statement_timeout = 0');
     await tx.query('SELECT pg_advisory_xact_lock(7431001)', [], { timeoutMs: MIGRATION_TIMEOUT_MS });
     await tx.query(
       'CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',

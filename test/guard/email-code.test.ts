@@ -22,12 +22,18 @@ class Inbox {
   readonly mails: Received[] = [];
   private server?: SMTPServer;
   port = 0;
+  /** A recipient the relay refuses with 550. */
+  rejectTo?: string;
 
   async start(port = 0): Promise<this> {
     this.server = new SMTPServer({
       authOptional: true,
       disabledCommands: ['STARTTLS', 'AUTH'],
       logger: false,
+      onRcptTo: (address, _session, done) => {
+        if (address.address === this.rejectTo) return done(Object.assign(new Error('no such user'), { responseCode: 550 }));
+        done();
+      },
       onData: (stream, _session, done) => {
         simpleParser(stream)
           .then((m) => {
@@ -79,7 +85,8 @@ describe('e-mail one-time codes', () => {
     await inbox.stop();
   });
 
-  const register = async (email: unknown = 'Erika.Mustermann@Example.ORG', extra: Record<string, unknown> = {}) => {
+  let n = 0;
+  const register = async (email: unknown = `Erika.Mustermann+${n++}@Example.ORG`, extra: Record<string, unknown> = {}) => {
     const key = await generateEcKey();
     const res = await request(h.app)
       .post('/svc/v1/register')
@@ -96,7 +103,7 @@ describe('e-mail one-time codes', () => {
     expect(res.status).toBe(202);
     expect(res.body).toEqual({ transaction_id: expect.any(String), status: 'pending_verification', expires_in: 300, challenge_type: 'email_otp', message_id: 'otp_verification' });
     const mail = inbox.mails.find((m) => m.transaction === res.body.transaction_id)!;
-    expect(mail).toMatchObject({ to: 'Erika.Mustermann@example.org', messageId: 'otp_verification', code: expect.stringMatching(/^\d{6}$/) });
+    expect(mail).toMatchObject({ to: 'Erika.Mustermann+0@example.org', messageId: 'otp_verification', code: expect.stringMatching(/^\d{6}$/) });
     expect(mail.text.split(mail.code).length - 1).toBe(1);
     const ok = await verify(res.body.transaction_id, mail.code);
     expect(ok.status).toBe(201);
@@ -147,16 +154,34 @@ describe('e-mail one-time codes', () => {
     expect((await verify(t, inbox.codeFor(t))).status).toBe(201);
   });
 
-  test('registering the same key and address again resends on the open challenge', async () => {
+  test('the same key and address again: 429 without the pending transaction id (it proves no possession of the key)', async () => {
     const key = await generateEcKey();
     const body = { client_name: 'App', token_endpoint_auth_method: 'private_key_jwt', grant_types: [TOKEN_EXCHANGE], jwks: { keys: [{ ...key.publicJwk, use: 'sig' }] }, user_email: 'max@example.org' };
     const one = await request(h.app).post('/svc/v1/register').send(body);
     expect(one.status).toBe(202);
     const two = await request(h.app).post('/svc/v1/register').send(body);
-    expect([two.status, two.body.error]).toEqual([429, 'rate_limit_exceeded']);
-    h.ctx.clock.advance(61_000);
-    const three = await request(h.app).post('/svc/v1/register').send(body);
-    expect([three.status, three.body.transaction_id]).toEqual([202, one.body.transaction_id]);
+    expect([two.status, two.body.error, two.body.transaction_id]).toEqual([429, 'rate_limit_exceeded', undefined]);
+    expect(JSON.stringify(two.body)).not.toContain(one.body.transaction_id);
+  });
+
+  test('at most six mails an hour to one address, whatever the client key', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++) statuses.push((await register('flooded@example.org')).res.status);
+    expect(statuses).toEqual([202, 202, 202, 202, 202, 202, 429]);
+    expect(inbox.mails.filter((m) => m.to === 'flooded@example.org')).toHaveLength(6);
+  });
+
+  test('a relay that refuses the recipient for good: 400 invalid_email, nothing kept', async () => {
+    const before = await pending();
+    inbox.rejectTo = 'nobody@example.org';
+    try {
+      const res = (await register('nobody@example.org')).res;
+      expect([res.status, res.body.error]).toEqual([400, 'invalid_request']);
+      expect(res.body.error_description).toMatch(/^invalid_email: /);
+    } finally {
+      inbox.rejectTo = undefined;
+    }
+    expect(await pending()).toBe(before);
   });
 
   test('20 parallel verifications with the right code: exactly one 201', async () => {

@@ -73,6 +73,10 @@ describe('platform_a registration and assertions', () => {
     const second = await assertionExchange(res.body.client_id, clientKey, device);
     expect(second.res.status).toBe(200);
     refusedWith((await assertionExchange(res.body.client_id, clientKey, device, device.counter)).res, 'counter_replayed');
+    // A software posture instead of the assertion: refused (the client registered hardware).
+    const software = await exchange(h, { client: { clientId: res.body.client_id, clientKey }, statement: (st) => ({ ...(st as object), platform: 'apple' }) });
+    expect([software.res.status, software.res.body.error]).toEqual([400, 'invalid_request']);
+    expect(software.res.body.error_description).toMatch(/posture_type must be platform_a/);
     // An assertion by another key with a fresh counter.
     const other = await attestDevice(ca, { appId: DESKTOP, clientKey });
     refusedWith((await assertionExchange(res.body.client_id, clientKey, other, 50)).res, 'assertion_signature');

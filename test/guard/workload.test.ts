@@ -10,6 +10,8 @@ import request from 'supertest';
 import { createDpopProof, generateEcKey, type EcKey } from '../../src/client/crypto';
 import { issueWorkloadToken, SigningKeys, guardSettings } from '../../src/guard';
 import { WorkloadIssuers } from '../../src/guard/authserver/workload/workload-issuers';
+import type { AccessTokenPayload } from '../../src/guard/authserver/tokens/access-token';
+import { requestIdentity } from '../../src/guard/pep/identity';
 import { call, pepHarness, type PepHarness } from './pep/helpers';
 import type { TestToken } from './helpers/get-token';
 
@@ -114,6 +116,12 @@ describe('workload token exchange', () => {
     expect((await call(h, t, 'GET', '/Slot?_count=1')).status).toBe(200);
     const write = await call(h, t, 'POST', '/Patient', { body: { resourceType: 'Patient' } });
     expect([write.status, write.body.error]).toEqual([403, 'insufficient_scope']);
+  });
+
+  test("a workload's subject never passes for an institution or a repository owner", () => {
+    const token = { sub: '1-2-DEV-PRAXIS-P256', client_id: `${issuer.url}#1-2-DEV-PRAXIS-P256`, scope: 'system/Slot.rs', profession_oid: '', platform: 'workload' } as AccessTokenPayload;
+    expect(requestIdentity(token, ['1-2-DEV-PRAXIS-P256'])).toMatchObject({ institution: `${issuer.url}#1-2-DEV-PRAXIS-P256`, isOwner: false });
+    expect(requestIdentity({ ...token, platform: 'linux' }, ['1-2-DEV-PRAXIS-P256'])).toMatchObject({ institution: '1-2-DEV-PRAXIS-P256', isOwner: true });
   });
 
   test('a narrower scope on request; a wider one is refused', async () => {

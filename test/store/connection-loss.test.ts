@@ -40,6 +40,19 @@ pg('PostgreSQL connection loss', () => {
     }
   });
 
+  test('a statement past the bounds: the server cancels it (statement_timeout) and the caller gets StoreUnavailable, the pool lives on', async () => {
+    const ctx = await createTestContext();
+    try {
+      await expect(ctx.db.query('SELECT pg_sleep(5)')).rejects.toBeInstanceOf(StoreUnavailable);
+      // Nothing half-done: a write that overran was not committed behind the caller's back.
+      await ctx.db.query('CREATE TABLE overrun (n int)');
+      await expect(ctx.db.query('INSERT INTO overrun SELECT 1 FROM pg_sleep(5)')).rejects.toBeInstanceOf(StoreUnavailable);
+      expect((await ctx.db.query<{ n: number }>('SELECT count(*)::int AS n FROM overrun')).rows[0].n).toBe(0);
+    } finally {
+      await ctx.db.close();
+    }
+  });
+
   test('a database that cannot be reached: 503 with Retry-After, an OperationOutcome under /fhir and the guard error object at the guard', async () => {
     const unreachable: Db = await openDb({ databaseUrl: 'postgresql://postgres@127.0.0.1:1/test' });
     const ctx = await createTestContext({ db: unreachable });

@@ -114,9 +114,21 @@ export async function verifyClientStatement(
   platformIsKnown(statement);
   platformMatchesFirstAttestation(statement, actx);
   timestampIsFresh(statement, actx);
+  postureIsTheRegisteredHardware(statement, actx);
   const verifier = verifiers.get(statement.posture_type);
   if (!verifier) throw new InvalidRequest('client_statement posture_type is not supported by this server');
   return verifier.verify(statement, actx);
+}
+
+/** Registration types whose key lives in hardware: their clients prove it on every exchange. */
+const HARDWARE_REGISTRATIONS = ['tpm', 'platform_a', 'platform_b'];
+
+/** A client registered with hardware attestation cannot fall back to a software posture. */
+function postureIsTheRegisteredHardware(statement: ClientStatement, actx: AttestationContext): void {
+  const registered = actx.registration.attestationType;
+  if (HARDWARE_REGISTRATIONS.includes(registered) && statement.posture_type !== registered) {
+    throw new InvalidRequest(`client_statement.posture_type must be ${registered}: the client registered with attestation_type ${registered}`);
+  }
 }
 
 function statementHasAllMembers(raw: unknown): ClientStatement {

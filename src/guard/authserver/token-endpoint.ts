@@ -1,4 +1,4 @@
-import { decodeProtectedHeader } from 'jose';
+import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { checkDpopReplay, verifyDpopProof, type VerifiedDpopProof } from '../dpop/verify-dpop-proof';
 import { InvalidRequest, RateLimitExceeded, UnsupportedGrantType, UseDpopNonce } from '../errors';
 import { parseForm } from '../http/form';
@@ -29,7 +29,7 @@ export async function tokenEndpoint(deps: GuardDeps, req: EndpointRequest): Prom
   const params = formParameters(req);
   const grantType = grantTypeIsSupported(params);
   const proof = await dpopProofIsValid(deps, req, deps.urls.token);
-  if (grantType === GRANT_TOKEN_EXCHANGE && isWorkloadExchange(params, req)) {
+  if (grantType === GRANT_TOKEN_EXCHANGE && isWorkloadExchange(deps, params, req)) {
     // A service, not a registered client (CONTRACT 11): no client assertion; a nonce is optional.
     await dpopNonceIsFresh(deps, proof, false);
     return workloadExchange(deps, { params, proof, ip: req.ip });
@@ -41,14 +41,15 @@ export async function tokenEndpoint(deps: GuardDeps, req: EndpointRequest): Prom
 }
 
 /**
- * A workload's exchange (CONTRACT 11): no client authentication, and a subject token that is not an
- * institution card's (those carry the card certificate in `x5c`). A client that forgot its
- * assertion still gets 401 invalid_client.
+ * A workload's exchange (CONTRACT 11): no client authentication, and a subject token from a
+ * trusted workload issuer or at least not an institution card's (those carry the card
+ * certificate in `x5c`). A client that forgot its assertion still gets 401 invalid_client.
  */
-function isWorkloadExchange(params: Map<string, string>, req: EndpointRequest): boolean {
+function isWorkloadExchange(deps: GuardDeps, params: Map<string, string>, req: EndpointRequest): boolean {
   if (params.has('client_assertion') || params.has('client_assertion_type') || req.authorization !== undefined) return false;
+  const token = params.get('subject_token') ?? '';
   try {
-    return !('x5c' in decodeProtectedHeader(params.get('subject_token') ?? ''));
+    return deps.workloadIssuers.find(decodeJwt(token).iss) !== undefined || !('x5c' in decodeProtectedHeader(token));
   } catch {
     // Not a JWS at all: the workload path answers it (400 invalid_request).
     return true;

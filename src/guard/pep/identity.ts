@@ -4,12 +4,15 @@ import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 
 /** The verified caller as the FHIR layer sees it (`res.locals.identity`). */
 export function requestIdentity(token: AccessTokenPayload, repositoryOwners: readonly string[]): RequestIdentity {
+  // A workload's subject is its issuer's to choose: it never passes for an institution's
+  // Telematik-ID (its own resources are its `issuer#sub`) nor for a repository owner.
+  const workload = token.platform === 'workload';
   return {
-    institution: token.sub,
+    institution: workload ? token.client_id : token.sub,
     professionOid: token.profession_oid,
     clientId: token.client_id,
     scopes: token.scope.split(' ').filter(Boolean),
-    isOwner: repositoryOwners.includes(token.sub),
+    isOwner: !workload && repositoryOwners.includes(token.sub),
   };
 }
 

@@ -70,8 +70,8 @@ export async function workloadExchange(deps: GuardDeps, r: { params: Map<string,
     product_version: '',
     platform: 'workload',
   };
-  // A session of its own (no refresh token): the enforcement point checks every access token's
-  // session, and /revoke of the token ends it like any other.
+  // A session of its own (no refresh token), because the enforcement point checks every access
+  // token's session. The token is short-lived; a workload has no client assertion to revoke it with.
   const sid = crypto.randomUUID();
   await createSession(deps.ctx, { sid, clientId, jkt: r.proof.jkt, claims: sessionClaims, policyInput: input, createdAt: now, expiresAt: new Date(now.getTime() + ttlSec * 1000), workload: true });
   const at = await issueAccessToken(deps.keys, deps.settings, now, { claims: sessionClaims, sid, jkt: r.proof.jkt, ttlSec });

@@ -5,6 +5,8 @@ import { InvalidRequest, RateLimitExceeded, ResourceNotFound, TemporarilyUnavail
 import type { KeyEncryption } from '../../keys/key-encryption';
 import type { ClientRecord } from '../clients/client-store';
 import { deleteExpiredTransactions, openTransaction, replaceAnswer } from './registration-transactions';
+import { hitRateLimit, rateLimitHeaders } from '../../state/rate-limit';
+import type { SharedState } from '../../state/shared-state';
 
 /** CONTRACT 10 / next-wave.md 4: six digits, five minutes, five tries, a mail a minute, three mails. */
 export const EMAIL_CODE_TTL_SEC = 300;
@@ -39,7 +41,7 @@ export function mailerFor(ctx: AppContext): Mailer {
   const { smtpUrl, mailFrom } = ctx.config;
   if (smtpUrl) {
     // Bounded waits: a relay that does not answer is a 503 in seconds, not minutes.
-    const transport = nodemailer.createTransport(smtpUrl, { from: mailFrom, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 20_000 } as never);
+    const transport = nodemailer.createTransport({ url: smtpUrl, connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 20_000 } as never, { from: mailFrom });
     mailer = {
       async send(m) {
         await transport.sendMail({ from: mailFrom, to: m.to, subject: m.subject, text: m.text, headers: m.headers });
@@ -91,9 +93,22 @@ async function sendOrUnavailable(mailer: Mailer, mail: Mail, ctx: AppContext): P
   try {
     await mailer.send(mail);
   } catch (err) {
-    ctx.logger.warn({ err: (err as Error).message, to: maskEmail(mail.to) }, 'one-time code mail could not be sent');
+    // The relay's words may quote the address: log its codes only.
+    const e = err as { code?: unknown; responseCode?: unknown };
+    ctx.logger.warn({ code: e.code, responseCode: e.responseCode, to: maskEmail(mail.to) }, 'one-time code mail could not be sent');
+    // A permanent refusal of the recipient (RFC 5321 5xx on RCPT) is the address's fault, not a retry's.
+    if (e.code === 'EENVELOPE' && typeof e.responseCode === 'number' && e.responseCode >= 500) throw new InvalidRequest('invalid_email: the mail relay refuses this address');
     throw new TemporarilyUnavailable('the one-time code could not be mailed; retry later', { headers: { 'Retry-After': '30' } });
   }
+}
+
+/** Mails to one address, whatever the client key: a bound on how far anyone can flood an inbox. */
+const MAILS_PER_ADDRESS = { limit: 6, windowSec: 3600 };
+
+async function addressMayGetMail(state: SharedState | undefined, mac: Buffer, now: Date): Promise<void> {
+  if (!state) return;
+  const r = await hitRateLimit(state, `mail:${mac.toString('base64url')}`, MAILS_PER_ADDRESS, now);
+  if (!r.allowed) throw new RateLimitExceeded('too many code mails to this address; try again later', { headers: rateLimitHeaders(r) });
 }
 
 export interface EmailChallenge {
@@ -103,14 +118,18 @@ export interface EmailChallenge {
 
 /**
  * Opens the e-mail challenge of a registration: the code is mailed first and the transaction kept
- * only once the relay took the mail (SMTP down: 503, nothing kept). A client key and address with
- * a challenge already open get a new code on that challenge, under the resend rules.
+ * only once the relay took the mail (SMTP down: 503, nothing kept). One open challenge per client
+ * key and address (another registration of both: 429), and at most six mails an hour to one
+ * address across all keys and replicas.
  */
-export async function openEmailChallenge(ctx: AppContext, kek: KeyEncryption, mailer: Mailer, client: ClientRecord, email: string): Promise<EmailChallenge> {
+export async function openEmailChallenge(ctx: AppContext, kek: KeyEncryption, mailer: Mailer, client: ClientRecord, email: string, state?: SharedState): Promise<EmailChallenge> {
   await deleteExpiredTransactions(ctx);
   const mac = kek.mac('email-address', Buffer.from(email, 'utf8'));
   const open = await ctx.db.query<{ transaction_id: string }>('SELECT transaction_id FROM guard_registration_transaction WHERE client_jkt = $1 AND email_mac = $2', [client.jkt, mac]);
-  if (open.rows[0]) return resendEmailCode(ctx, kek, mailer, open.rows[0].transaction_id);
+  // Its id is not handed out again: a registration proves no possession of the key, so whoever
+  // knows a key and an address could otherwise take over the challenge's tries and mails.
+  if (open.rows[0]) throw new RateLimitExceeded('a code for this client key and address is pending: enter it, or ask /register/resend with its transaction_id', { headers: { 'Retry-After': String(RESEND_COOLDOWN_SEC) } });
+  await addressMayGetMail(state, mac, ctx.now());
   const transactionId = crypto.randomUUID();
   const code = newCode();
   await sendOrUnavailable(mailer, codeMail(email, transactionId, code), ctx);
@@ -133,7 +152,7 @@ export async function openEmailChallenge(ctx: AppContext, kek: KeyEncryption, ma
  * mail a minute and three per transaction (429 with Retry-After). The mail slot is claimed in one
  * statement, so two replicas cannot both send; a mail that fails gives the slot back.
  */
-export async function resendEmailCode(ctx: AppContext, kek: KeyEncryption, mailer: Mailer, transactionId: string): Promise<EmailChallenge> {
+export async function resendEmailCode(ctx: AppContext, kek: KeyEncryption, mailer: Mailer, transactionId: string, state?: SharedState): Promise<EmailChallenge> {
   if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(transactionId)) throw new ResourceNotFound('no pending registration with this transaction_id (unknown, expired or used)');
   const now = ctx.now();
   const r = await ctx.db.query<{ mails: number; last_mail_at: Date | string; email_sealed: string | null; expires_at: Date | string }>(
@@ -160,6 +179,12 @@ export async function resendEmailCode(ctx: AppContext, kek: KeyEncryption, maile
   if (claimed.rowCount === 0) throw new RateLimitExceeded('another code was just sent for this registration', { headers: { 'Retry-After': String(RESEND_COOLDOWN_SEC) } });
   const code = newCode();
   const email = kek.open(row.email_sealed).toString('utf8');
+  try {
+    await addressMayGetMail(state, kek.mac('email-address', Buffer.from(email, 'utf8')), now);
+  } catch (err) {
+    await ctx.db.query('UPDATE guard_registration_transaction SET mails = mails - 1, last_mail_at = $2 WHERE transaction_id = $1', [transactionId, last]);
+    throw err;
+  }
   try {
     await sendOrUnavailable(mailer, codeMail(email, transactionId, code), ctx);
   } catch (err) {

@@ -9,6 +9,7 @@ import { SUPPORTED_GRANT_TYPES } from '../../../protocol/oauth';
 import { answerTransaction, findTransaction, openTransaction } from './registration-transactions';
 import { EMAIL_CHALLENGE, emailCodeAnswer, mailerFor, MESSAGE_ID, normalizeEmail, openEmailChallenge, resendEmailCode } from './email-code';
 import { keyEncryptionFor } from '../../keys/key-encryption';
+import type { SharedState } from '../../state/shared-state';
 
 /** The attestation_type values of ZETA dynamic client registration. */
 const ATTESTATION_TYPES = ['software', 'tpm', 'platform_a', 'platform_b', 'svc_attestation_token'] as const;
@@ -57,6 +58,7 @@ export async function registerClient(
   settings: GuardSettings,
   body: unknown,
   verifiers: ReadonlyMap<string, RegistrationVerifier> = new Map(),
+  state?: SharedState,
 ): Promise<RegistrationOutcome> {
   const b = bodyIsObject(body);
   const attestationType = attestationTypeIsSupported(b, verifiers);
@@ -86,7 +88,7 @@ export async function registerClient(
   if (email !== undefined) {
     // A mobile user (CONTRACT 10): the client is registered once the mailed code comes back.
     if (await clientKeyIsRegistered(ctx, jkt)) throw new Conflict('a client with this client instance key is already registered');
-    const challenge = await openEmailChallenge(ctx, keyEncryptionFor(ctx), mailerFor(ctx), client, email);
+    const challenge = await openEmailChallenge(ctx, keyEncryptionFor(ctx), mailerFor(ctx), client, email, state);
     return {
       status: 202,
       body: { transaction_id: challenge.transactionId, status: 'pending_verification', expires_in: challenge.expiresIn, challenge_type: EMAIL_CHALLENGE, message_id: MESSAGE_ID },
@@ -121,10 +123,10 @@ function userEmailFor(b: Record<string, unknown>, attestationType: string): stri
  * `{transaction_id, expires_in}`; 429 with Retry-After inside a minute of the last mail or after
  * the third.
  */
-export async function resendRegistrationCode(ctx: AppContext, body: unknown): Promise<{ transaction_id: string; status: 'pending_verification'; expires_in: number }> {
+export async function resendRegistrationCode(ctx: AppContext, body: unknown, state?: SharedState): Promise<{ transaction_id: string; status: 'pending_verification'; expires_in: number }> {
   const b = bodyIsObject(body);
   if (typeof b.transaction_id !== 'string' || b.transaction_id === '') throw new InvalidRequest('transaction_id is required');
-  const c = await resendEmailCode(ctx, keyEncryptionFor(ctx), mailerFor(ctx), b.transaction_id);
+  const c = await resendEmailCode(ctx, keyEncryptionFor(ctx), mailerFor(ctx), b.transaction_id, state);
   return { transaction_id: c.transactionId, status: 'pending_verification', expires_in: c.expiresIn };
 }
 

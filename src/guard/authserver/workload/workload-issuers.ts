@@ -17,6 +17,8 @@ const REFETCH_COOLDOWN_MS = 60_000;
  */
 export class WorkloadIssuers {
   private readonly keySets = new Map<string, { keys: JWTVerifyGetKey; until: number }>();
+  /** Issuers whose discovery failed, until when they are not asked again (503 meanwhile). */
+  private readonly failed = new Map<string, { error: WorkloadIssuerUnreachable; until: number }>();
 
   constructor(
     readonly issuers: readonly WorkloadIssuer[],
@@ -29,10 +31,21 @@ export class WorkloadIssuers {
   }
 
   async keysOf(issuer: WorkloadIssuer): Promise<JWTVerifyGetKey> {
+    const now = this.now().getTime();
     const hit = this.keySets.get(issuer.issuer);
-    if (hit && hit.until > this.now().getTime()) return hit.keys;
-    const jwksUri = issuer.jwksUri ?? (await discoverJwksUri(issuer.issuer));
-    const keys = createRemoteJWKSet(new URL(jwksUri), { timeoutDuration: FETCH_TIMEOUT_MS, cacheMaxAge: METADATA_TTL_MS, cooldownDuration: this.refetchCooldownMs });
+    if (hit && hit.until > now) return hit.keys;
+    const down = this.failed.get(issuer.issuer);
+    if (down && down.until > now) throw down.error;
+    let jwksUri: URL;
+    try {
+      jwksUri = new URL(issuer.jwksUri ?? (await discoverJwksUri(issuer.issuer)));
+    } catch (err) {
+      const error = err instanceof WorkloadIssuerUnreachable ? err : new WorkloadIssuerUnreachable(`the jwks_uri of ${issuer.issuer} is not a URL`);
+      this.failed.set(issuer.issuer, { error, until: now + this.refetchCooldownMs });
+      throw error;
+    }
+    this.failed.delete(issuer.issuer);
+    const keys = createRemoteJWKSet(jwksUri, { timeoutDuration: FETCH_TIMEOUT_MS, cacheMaxAge: METADATA_TTL_MS, cooldownDuration: this.refetchCooldownMs });
     this.keySets.set(issuer.issuer, { keys, until: this.now().getTime() + METADATA_TTL_MS });
     return keys;
   }
@@ -52,7 +65,7 @@ async function discoverJwksUri(iss: string): Promise<string> {
   } catch (err) {
     throw new WorkloadIssuerUnreachable(`the OpenID configuration of ${iss} could not be fetched: ${(err as Error).message}`);
   }
-  const m = body as { issuer?: unknown; jwks_uri?: unknown };
+  const m = (typeof body === 'object' && body !== null ? body : {}) as { issuer?: unknown; jwks_uri?: unknown };
   if (typeof m.issuer !== 'string' || m.issuer.replace(/\/+$/, '') !== iss || typeof m.jwks_uri !== 'string') {
     throw new WorkloadIssuerUnreachable(`the OpenID configuration of ${iss} names another issuer or no jwks_uri`);
   }
