@@ -7,6 +7,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { connectRedis } from '../src/server';
 import { tcpRelay, type TcpRelay } from './helpers/relay';
+import { listeningUrl } from './helpers/serve';
 
 /**
  * Redis going away under a running server (REDIS_URL through a TCP relay the test cuts): /readyz
@@ -30,7 +31,7 @@ describeWithRedis('a running server when Redis goes away', () => {
       env: { PATH: process.env.PATH, PORT: '0', METRICS_PORT: '0', DATA_DIR: dataDir, DEMO_DATA: 'false', LOG_LEVEL: 'info', REDIS_URL: `redis://127.0.0.1:${port}` },
       stdio: ['ignore', 'pipe', 'ignore'],
     });
-    url = await listening(server);
+    url = await listeningUrl(server);
   }, 120_000);
 
   afterAll(async () => {
@@ -64,19 +65,6 @@ describeWithRedis('a running server when Redis goes away', () => {
     expect(Date.now() - stopping).toBeLessThan(15_000);
   }, 120_000);
 });
-
-/** The address from the `terminus listening` log line. */
-function listening(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout?.on('data', (c: Buffer) => {
-      out += c.toString();
-      const line = out.split('\n').find((l) => l.includes('terminus listening'));
-      if (line) resolve((JSON.parse(line) as { url: string }).url);
-    });
-    child.once('exit', (code) => reject(new Error(`serve exited with ${code}`)));
-  });
-}
 
 describeWithRedis('the shared Redis connection', () => {
   test('logs one line when Redis goes away and one when it is back, not one per reconnect attempt', async () => {

@@ -6,6 +6,7 @@ import os from 'node:os';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Pool } from 'pg';
+import { listeningUrl } from './helpers/serve';
 
 /**
  * Issue 16 / CONTRACT 13: `terminus serve` with the standard OTEL_* variables exports traces over
@@ -69,7 +70,7 @@ describeTracing('OpenTelemetry traces', () => {
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    url = await listening(server);
+    url = await listeningUrl(server);
   }, 180_000);
 
   afterAll(async () => {
@@ -142,14 +143,3 @@ async function eventually<T>(find: () => T | undefined, timeoutMs = 60_000): Pro
   }
 }
 
-function listening(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout?.on('data', (c: Buffer) => {
-      out += c.toString();
-      const line = out.split('\n').find((l) => l.includes('terminus listening'));
-      if (line) resolve((JSON.parse(line) as { url: string }).url);
-    });
-    child.once('exit', (code) => reject(new Error(`serve exited with ${code}: ${out.slice(-2000)}`)));
-  });
-}

@@ -1,5 +1,5 @@
 import { InvalidRequest } from '../errors';
-import type { AttestationResult, ClientStatement } from './index';
+import type { AttestationContext, AttestationResult, ClientStatement } from './index';
 
 /** The product and device members every posture carries (gematik posture-*.yaml base fields). */
 export const PRODUCT_MEMBERS = ['product_id', 'product_version', 'os', 'os_version', 'arch'] as const;
@@ -28,4 +28,11 @@ export function attestationResult(statement: ClientStatement, p: ProductFields, 
     attestationTimestamp: statement.attestation_timestamp,
     ...verified,
   };
+}
+
+/** What the client proved at registration for this posture type (`attestation[type]`); 400 when it registered otherwise. */
+export function registrationFor<T>(actx: AttestationContext, type: string): T {
+  const registered = actx.registration.attestation?.[type] as T | undefined;
+  if (actx.registration.attestationType !== type || !registered) throw new InvalidRequest(`client_statement.posture_type ${type} needs a client registered with attestation_type ${type}`);
+  return registered;
 }

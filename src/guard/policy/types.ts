@@ -23,16 +23,19 @@ export interface PolicyInput {
     organizationName?: string;
     repository_owner: boolean;
   };
-  authorization_request: {
-    scopes: string[];
-    resource: string;
-    audience: string[];
-    grant_type: string;
-    ip_address: string;
-    previous_ip_address?: string;
-    http_method: string;
-  };
+  authorization_request: AuthorizationRequest;
   delegation_context: null;
+}
+
+/** What is asked for (gematik policy-engine-input.yaml `authorization_request`). */
+export interface AuthorizationRequest {
+  scopes: string[];
+  resource: string;
+  audience: string[];
+  grant_type: string;
+  ip_address: string;
+  previous_ip_address?: string;
+  http_method: string;
 }
 
 /**
@@ -42,14 +45,7 @@ export interface PolicyInput {
 export interface WorkloadPolicyInput {
   version: '1.1';
   workload: { iss: string; sub: string; aud: string[] };
-  authorization_request: {
-    scopes: string[];
-    resource: string;
-    audience: string[];
-    grant_type: string;
-    ip_address: string;
-    http_method: string;
-  };
+  authorization_request: AuthorizationRequest;
 }
 
 export function isWorkloadInput(input: PolicyInput | WorkloadPolicyInput): input is WorkloadPolicyInput {

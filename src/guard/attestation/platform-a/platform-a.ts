@@ -3,10 +3,9 @@ import { calculateJwkThumbprint, type JWK } from 'jose';
 import type { PlatformAAppId } from '../../../config';
 import type { AppContext } from '../../../context';
 import { attestationChallenge } from '../../../protocol/attestation-challenge';
-import { InvalidRequest } from '../../errors';
 import { PathValidationError, validatePath } from '../../pki/path-validation';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
-import { attestationResult, printableMembers, PRODUCT_MEMBERS } from '../posture-result';
+import { attestationResult, printableMembers, PRODUCT_MEMBERS, registrationFor } from '../posture-result';
 import type { RegisteringClient, RegistrationProof, RegistrationVerifier } from '../registration';
 import {
   AAGUID_DEVELOPMENT,
@@ -116,8 +115,7 @@ async function akIsTheAttestedKey(ak: unknown, key: crypto.KeyObject): Promise<v
 export const platformAPostureVerifier: PostureVerifier = {
   postureType: 'platform_a',
   async verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult> {
-    const registered = actx.registration.attestation?.platform_a as PlatformARegistration | undefined;
-    if (actx.registration.attestationType !== 'platform_a' || !registered) throw new InvalidRequest('client_statement.posture_type platform_a needs a client registered with attestation_type platform_a');
+    const registered = registrationFor<PlatformARegistration>(actx, 'platform_a');
     const p = printableMembers(statement.posture, PRODUCT_MEMBERS);
     const assertion = decodeAssertion(decodeBase64(statement.posture.platform_a_assertion, 'client_statement.posture.platform_a_assertion'));
     const auth = parseAuthenticatorData(assertion.authenticatorData, false);

@@ -19,7 +19,7 @@ import { InvalidRequest } from '../../errors';
 import { PathValidationError, validatePath } from '../../pki/path-validation';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
 import { canonicalJwk, decodeBase64, refused, sha256, verifiesEs256 } from '../platform-a/app-attest';
-import { attestationResult, printableMembers, PRODUCT_MEMBERS } from '../posture-result';
+import { attestationResult, printableMembers, PRODUCT_MEMBERS, registrationFor } from '../posture-result';
 import type { RegisteringClient, RegistrationProof, RegistrationVerifier } from '../registration';
 import type { RevocationList } from './revocation-list';
 
@@ -189,8 +189,7 @@ function appOf(raw: ArrayBuffer | undefined, packages: readonly PlatformBPackage
 export const platformBPostureVerifier: PostureVerifier = {
   postureType: 'platform_b',
   async verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult> {
-    const registered = actx.registration.attestation?.platform_b as PlatformBRegistration | undefined;
-    if (actx.registration.attestationType !== 'platform_b' || !registered) throw new InvalidRequest('client_statement.posture_type platform_b needs a client registered with attestation_type platform_b');
+    const registered = registrationFor<PlatformBRegistration>(actx, 'platform_b');
     const p = printableMembers(statement.posture, PRODUCT_MEMBERS);
     const signature = decodeBase64(statement.posture.platform_b_signature, 'client_statement.posture.platform_b_signature');
     const challenge = Buffer.from(attestationChallenge(actx.clientJkt, actx.nonce), 'base64url');

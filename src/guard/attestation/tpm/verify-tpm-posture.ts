@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { InvalidRequest } from '../../errors';
 import { attestationChallenge } from '../../../protocol/attestation-challenge';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
-import { attestationResult, printableMembers, PRODUCT_MEMBERS, type ProductFields } from '../posture-result';
+import { attestationResult, printableMembers, PRODUCT_MEMBERS, registrationFor, type ProductFields } from '../posture-result';
 import type { TpmRegistration } from './register-tpm';
 import { parseTpm2bPublic } from './tpm-public';
 import { TpmStructureError } from './tpm-reader';
@@ -19,7 +19,7 @@ const BINARY_MEMBERS = ['tpm_attestation_key', 'tpm_quote', 'tpm_event_log'] as 
 export const tpmPostureVerifier: PostureVerifier = {
   postureType: 'tpm',
   async verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult> {
-    const registered = clientRegisteredATpm(actx);
+    const registered = registrationFor<TpmRegistration>(actx, 'tpm');
     const p = postureHasAllMembers(statement.posture);
     attestationKeyIsTheRegisteredAk(p.tpm_attestation_key, registered);
     ekCertificateIsTheRegisteredOne(statement.posture.tpm_ek_certificate_chain, registered);
@@ -39,12 +39,6 @@ export const tpmPostureVerifier: PostureVerifier = {
     });
   },
 };
-
-function clientRegisteredATpm(actx: AttestationContext): TpmRegistration {
-  const tpm = actx.registration.attestation?.tpm as TpmRegistration | undefined;
-  if (actx.registration.attestationType !== 'tpm' || !tpm) throw new InvalidRequest('client_statement.posture_type tpm needs a client registered with attestation_type tpm');
-  return tpm;
-}
 
 function postureHasAllMembers(posture: Record<string, unknown>): ProductFields & Record<(typeof BINARY_MEMBERS)[number], string> {
   printableMembers(posture, PRODUCT_MEMBERS);
