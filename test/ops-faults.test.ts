@@ -75,6 +75,9 @@ describeFaults('faults under a 64-client load', () => {
     const dbUrl = new URL(pgUrl as string);
     dbUrl.pathname = `/${database}`;
     admin = new Pool({ connectionString: dbUrl.toString(), max: 2 });
+    // An idle connection the server ends (the database dropped at the end, with FORCE) must not
+    // become an unhandled 'error' event in the test process.
+    admin.on('error', () => undefined);
     pgRelay = await tcpRelay(dbUrl.toString(), 5432);
     redisRelay = await tcpRelay(redisUrl as string, 6379);
     await receiver.start();
@@ -124,6 +127,7 @@ describeFaults('faults under a 64-client load', () => {
     await redisRelay?.close();
     await admin?.end();
     const root = new Pool({ connectionString: pgUrl, max: 1 });
+    root.on('error', () => undefined);
     await root.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).finally(() => root.end());
     fs.rmSync(dir, { recursive: true, force: true });
   });

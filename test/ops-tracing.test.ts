@@ -81,6 +81,7 @@ describeTracing('OpenTelemetry traces', () => {
     }
     await new Promise<void>((resolve) => collector.close(() => resolve()));
     const root = new Pool({ connectionString: pgUrl, max: 1 });
+    root.on('error', () => undefined);
     await root.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).finally(() => root.end());
     fs.rmSync(dir, { recursive: true, force: true });
   });
