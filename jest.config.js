@@ -11,7 +11,13 @@ const project = (displayName, setupFiles, testPathIgnorePatterns = []) => ({
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   testPathIgnorePatterns: ['/node_modules/', ...testPathIgnorePatterns],
-  transform: { '^.+\\.ts$': ['ts-jest', { diagnostics: false }] },
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { diagnostics: false }],
+    // ESM-only dependencies, compiled to CommonJS for Jest: Node 20 (CI's second runtime) has no
+    // require(esm) inside Jest; the built server loads them with Node's own require(esm).
+    '/node_modules/oauth4webapi/.+\\.js$': ['ts-jest', { diagnostics: false, tsconfig: { allowJs: true } }],
+  },
+  transformIgnorePatterns: ['/node_modules/(?!oauth4webapi/)'],
   setupFiles,
   // Generous: the limit must hold on a busy 2-core machine (stress-ng --cpu 4), where spawning a
   // tsx process alone can take half a minute.

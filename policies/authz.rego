@@ -27,8 +27,12 @@ ttl := {"access_token": data.token_ttl.access_token} if {
 # the client and user rules do not apply to it, its scopes come from scopes.workload.
 is_workload if input.workload
 
+# A patient (CONTRACT 10, authorization-code flow) has no profession; the patient scopes bound them.
+is_patient if input.user_info.patient == true
+
 reasons contains "User profession is not allowed" if {
 	not is_workload
+	not is_patient
 	not input.user_info.professionOID in data.professions
 }
 
@@ -102,32 +106,38 @@ version_allowed(p) if input.client_registration_data.product_version in p.versio
 # Requestors get scopes.requestor; REPOSITORY_OWNERS get scopes.owner in addition (CONTRACT 4).
 allowed_scopes := data.scopes.requestor if {
 	not is_workload
+	not is_patient
 	not input.user_info.repository_owner
 }
 
 allowed_scopes := array.concat(data.scopes.requestor, data.scopes.owner) if {
 	not is_workload
+	not is_patient
 	input.user_info.repository_owner
 }
+
+allowed_scopes := object.get(data.scopes, "patient", []) if is_patient
 
 allowed_scopes := object.get(data.scopes, "workload", data.scopes.requestor) if is_workload
 
 scope_allowed(s) if s in allowed_scopes
 
 # SMART v2: system/Appointment.rs is covered by system/*.cruds (or system/Appointment.crus):
-# same or wildcard type, and every requested permission letter among the allowed ones.
+# same context (system or patient), same or wildcard type, and every requested permission letter
+# among the allowed ones.
 scope_allowed(s) if {
-	[rtype, rperms] := smart_scope(s)
+	[rctx, rtype, rperms] := smart_scope(s)
 	some a in allowed_scopes
-	[atype, aperms] := smart_scope(a)
+	[actx, atype, aperms] := smart_scope(a)
+	actx == rctx
 	atype in {"*", rtype}
 	every c in split(rperms, "") {
 		contains(aperms, c)
 	}
 }
 
-smart_scope(s) := [m[0][1], m[0][2]] if {
-	m := regex.find_all_string_submatch_n(`^system/(\*|[A-Z][A-Za-z]+)\.(c?r?u?d?s?)$`, s, 1)
+smart_scope(s) := [m[0][1], m[0][2], m[0][3]] if {
+	m := regex.find_all_string_submatch_n(`^(system|patient)/(\*|[A-Z][A-Za-z]+)\.(c?r?u?d?s?)$`, s, 1)
 	count(m) == 1
-	m[0][2] != ""
+	m[0][3] != ""
 }

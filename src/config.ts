@@ -41,6 +41,8 @@ export interface Config {
   mailFrom: string;
   /** Issuers whose workload tokens the token endpoint exchanges (WORKLOAD_ISSUERS_FILE, CONTRACT 11). */
   workloadIssuers: WorkloadIssuer[];
+  /** Upstream identity providers of the authorization-code flow (OIDC_PROVIDERS_FILE, CONTRACT 10). */
+  oidcProviders: OidcProvider[];
   /** OCSP check of institution card certificates (CARD_OCSP, default if-present). */
   cardOcsp: 'required' | 'if-present' | 'off';
   /** Telematik-IDs of the practice running this repository (management scopes). */
@@ -154,6 +156,7 @@ export function loadConfig(env: Env = process.env): Config {
     registrationTtlSec: parsePositiveInt(env, 'REGISTRATION_TTL_SECONDS', 600),
     trustedAttestationIssuers: parseIssuers(env, 'TRUSTED_ATTESTATION_ISSUERS'),
     workloadIssuers: parseWorkloadIssuers(env),
+    oidcProviders: parseOidcProviders(env),
     platformATrustAnchors: certificateFile(env, 'PLATFORM_A_TRUST_ANCHORS') ?? projectPath('deploy', 'trust', 'apple-app-attestation-root-ca.pem'),
     platformAAppIds: parsePlatformAAppIds(env),
     platformBTrustAnchors: certificateFile(env, 'PLATFORM_B_TRUST_ANCHORS') ?? projectPath('deploy', 'trust', 'google-hardware-attestation-roots.pem'),
@@ -352,6 +355,94 @@ function parseWorkloadIssuers(env: Env): WorkloadIssuer[] {
       subjects: e.subjects as string[],
       scopes: e.scopes as string[],
       maxTokenAgeSec: (e.max_token_age as number | undefined) ?? 3600,
+    };
+  });
+}
+
+/** One entry of OIDC_PROVIDERS_FILE: an upstream OpenID provider patients log in with. */
+export interface OidcProvider {
+  iss: string;
+  name: string;
+  logoUri?: string;
+  /** This guard's client at the provider. */
+  clientId: string;
+  clientAuth: 'private_key_jwt' | 'client_secret_post' | 'client_secret_basic';
+  /** private_key_jwt: the PEM (PKCS#8) private key file, EC P-256 (ES256) or RSA (RS256). */
+  keyFile?: string;
+  /** client_secret_*: the secret. */
+  secret?: string;
+  /** A PEM private key (EC P-256: ECDH-ES; RSA: RSA-OAEP-256) when the provider encrypts id_tokens. */
+  idTokenDecryptionKeyFile?: string;
+  /** Scopes asked of the provider; always with `openid`. */
+  scopes: string[];
+  /** The id_token claim holding the insurance number (KVNR); default `sub`. */
+  userIdClaim: string;
+}
+
+/**
+ * OIDC_PROVIDERS_FILE: `[{iss, name?, logo_uri?, client_id, client_auth, key | secret,
+ * id_token_decryption_key?, scopes?, user_id_claim?}]`; key files relative to the file's folder.
+ */
+function parseOidcProviders(env: Env): OidcProvider[] {
+  const file = existingFile(env, 'OIDC_PROVIDERS_FILE');
+  if (!file) return [];
+  const fail = (what: string): never => {
+    throw new ConfigError('OIDC_PROVIDERS_FILE', `${file}: ${what}`);
+  };
+  let data: unknown;
+  try {
+    data = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (err) {
+    return fail(`not readable JSON: ${(err as Error).message}`);
+  }
+  if (!Array.isArray(data)) fail('must hold a JSON array of providers');
+  const keyFile = (i: number, v: unknown, what: string): string | undefined => {
+    if (v === undefined) return undefined;
+    if (typeof v !== 'string' || v.length === 0) return fail(`entry ${i}: ${what} must name a PEM file`);
+    const p = path.resolve(path.dirname(file), v);
+    if (!fs.existsSync(p) || !fs.statSync(p).isFile()) return fail(`entry ${i}: ${what} file not found: ${p}`);
+    try {
+      crypto.createPrivateKey(fs.readFileSync(p));
+    } catch {
+      return fail(`entry ${i}: ${what} is not a PEM private key`);
+    }
+    return p;
+  };
+  const seen = new Set<string>();
+  return (data as unknown[]).map((entry, i) => {
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) return fail(`entry ${i} must be an object`);
+    const e = entry as Record<string, unknown>;
+    let iss: string | undefined;
+    try {
+      [iss] = parseIssuers({ iss: typeof e.iss === 'string' ? e.iss : '' }, 'iss');
+    } catch (err) {
+      return fail(`entry ${i}: ${(err as Error).message}`);
+    }
+    if (!iss) return fail(`entry ${i} needs an iss`);
+    if (seen.has(iss)) fail(`entry ${i}: ${iss} is listed twice`);
+    seen.add(iss);
+    if (typeof e.client_id !== 'string' || e.client_id.length === 0) fail(`entry ${i} needs a client_id`);
+    const clientAuth = e.client_auth ?? 'private_key_jwt';
+    if (clientAuth !== 'private_key_jwt' && clientAuth !== 'client_secret_post' && clientAuth !== 'client_secret_basic') {
+      fail(`entry ${i}: client_auth must be private_key_jwt, client_secret_post or client_secret_basic`);
+    }
+    const key = keyFile(i, e.key, 'key');
+    if (clientAuth === 'private_key_jwt' && !key) fail(`entry ${i}: private_key_jwt needs key (a PEM private key file)`);
+    if (clientAuth !== 'private_key_jwt' && (typeof e.secret !== 'string' || e.secret.length === 0)) fail(`entry ${i}: ${String(clientAuth)} needs a secret`);
+    const scopes = e.scopes ?? ['openid'];
+    if (!Array.isArray(scopes) || !scopes.every((s) => typeof s === 'string' && /^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s))) fail(`entry ${i}: scopes must be a list of scope tokens`);
+    for (const k of ['name', 'logo_uri', 'user_id_claim']) if (e[k] !== undefined && (typeof e[k] !== 'string' || (e[k] as string).length === 0)) fail(`entry ${i}: ${k} must be a string`);
+    return {
+      iss,
+      name: (e.name as string | undefined) ?? iss,
+      logoUri: e.logo_uri as string | undefined,
+      clientId: e.client_id as string,
+      clientAuth: clientAuth as OidcProvider['clientAuth'],
+      keyFile: key,
+      secret: e.secret as string | undefined,
+      idTokenDecryptionKeyFile: keyFile(i, e.id_token_decryption_key, 'id_token_decryption_key'),
+      scopes: [...new Set(['openid', ...(scopes as string[])])],
+      userIdClaim: (e.user_id_claim as string | undefined) ?? 'sub',
     };
   });
 }

@@ -10,6 +10,8 @@ export interface Actor {
   /** The repository itself or one of its owners: may confirm, decline and manage calendars. */
   isRepository: boolean;
   scope?: AccessScope;
+  /** A patient booking for themselves (CONTRACT 10): their insurance number. */
+  patient?: string;
 }
 
 /**
@@ -27,7 +29,8 @@ export interface BookingContext {
 /** Who asks, as the booking sees it; no writer: the repository itself. */
 export function actorOf(writer?: Writer): Actor {
   if (!writer?.institution) return { isRepository: true };
-  return { institution: writer.institution, isRepository: writer.isOwner, scope: { institution: writer.institution, seesAll: writer.isOwner } };
+  const patient = writer.patient !== undefined ? { patient: writer.patient } : {};
+  return { institution: writer.institution, isRepository: writer.isOwner, scope: { institution: writer.institution, seesAll: writer.isOwner, ...patient }, ...patient };
 }
 
 /** The context of a booking step for `writer` on `repo` (bound to the caller's transaction). */

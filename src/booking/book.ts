@@ -6,7 +6,7 @@ import { isFhirId } from '../shared/fhir-id';
 import { canSee } from '../shared/owner';
 import { originOf, ownerOf, type BookingContext } from './actor';
 import { recordAppointmentChange } from './outbox';
-import { checkActiveParticipants, resolvePatientParameter, withPatientParticipant } from './patients';
+import { checkActiveParticipants, onlyThePatient, ownPatientParameter, resolvePatientParameter, withPatientParticipant } from './patients';
 import { checkProposal } from './proposal';
 import { referencedId } from '../shared/references';
 import { releaseHolds } from './release';
@@ -49,7 +49,13 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
   if (replaced) await releaseHolds(c, replaced.resource.id as string);
 
   let participants = proposal.participant ?? [];
-  if (input.patient) participants = withPatientParticipant(proposal, input.patient, await resolvePatientParameter(c, input.patient));
+  // A patient (CONTRACT 10) books for their own Patient, named or not.
+  const given = c.actor.patient !== undefined ? ownPatientParameter(c.actor.patient, input.patient) : input.patient;
+  if (given) {
+    const resolved = await resolvePatientParameter(c, given);
+    participants = withPatientParticipant(proposal, given, resolved);
+    if (c.actor.patient !== undefined) onlyThePatient(participants, resolved);
+  }
   await checkActiveParticipants(c, participants, 'Patient');
   await checkActiveParticipants(c, participants, 'HealthcareService');
   if (input.scheduleId) await checkScheduleParameter(c, input.scheduleId);
@@ -91,7 +97,7 @@ async function lockAppointment(c: BookingContext, id: string): Promise<{ resourc
   if (!isFhirId(id)) throw badRequest(`Invalid id "${id}"`, 'Appointment.id', 'value');
   const row = await c.repo.readRow('Appointment', id, { forUpdate: true });
   if (!row) return undefined;
-  if (!canSee(row.owner, c.actor.scope)) throw notFound('Appointment', id);
+  if (!canSee(row.owner, c.actor.scope, row.resource)) throw notFound('Appointment', id);
   return { resource: row.deleted ? undefined : (row.resource as Appointment), owner: row.owner };
 }
 
@@ -99,7 +105,7 @@ async function lockReplaced(c: BookingContext, id: string, newId: string | undef
   const expression = "Parameters.parameter.where(name='cancelled-appt-id')";
   if (id === newId) throw badRequest('cancelled-appt-id names the appointment being booked; re-book it by its id instead', expression);
   const row = await c.repo.readRow('Appointment', id, { forUpdate: true });
-  if (!row || row.deleted || !canSee(row.owner, c.actor.scope)) throw unprocessable(`Appointment/${id} to be cancelled does not exist`, expression, 'not-found');
+  if (!row || row.deleted || !canSee(row.owner, c.actor.scope, row.resource)) throw unprocessable(`Appointment/${id} to be cancelled does not exist`, expression, 'not-found');
   const resource = row.resource as Appointment;
   if (!holdsTime(resource)) throw unprocessable(`Appointment/${id} is ${resource.status} and cannot be replaced`, expression);
   return { resource, owner: row.owner };
@@ -175,7 +181,7 @@ async function findSlots(c: BookingContext, scheduleId: string | undefined, wind
 /** ISiK 6.0.0 $book `schedule`: the calendar named must exist (422 not-found, as a missing slot). */
 async function checkScheduleParameter(c: BookingContext, id: string): Promise<void> {
   const row = await c.repo.readRow('Schedule', id);
-  if (!row || row.deleted || !canSee(row.owner, c.actor.scope)) {
+  if (!row || row.deleted || !canSee(row.owner, c.actor.scope, row.resource)) {
     throw unprocessable(`Schedule/${id} named by the schedule parameter does not exist`, "Parameters.parameter.where(name='schedule')", 'not-found');
   }
 }

@@ -1,3 +1,4 @@
+import { deepEquals } from '@medplum/core';
 import type { Appointment, Patient, Slot } from '@medplum/fhirtypes';
 import { conflict, forbidden, issue, OperationOutcomeError, unprocessable } from '../shared/outcomes';
 import type { SearchRequest, WriteEvent, WriteInterceptor } from '../store';
@@ -44,6 +45,7 @@ async function onAppointmentWrite(event: WriteEvent): Promise<void> {
       );
     }
   }
+  if (c.actor.patient !== undefined) onlyACancellation(previous, next);
   if (next && !c.actor.isRepository) {
     // Seed 001 section 3: only the repository and its owners move appointments in and out of pending.
     if (previous && previous.status !== 'pending' && next.status === 'pending') {
@@ -73,6 +75,21 @@ async function onAppointmentWrite(event: WriteEvent): Promise<void> {
       owner: row?.owner ?? null,
       at: c.now,
     });
+  }
+}
+
+/** What a patient may change of their own appointment besides its status (CONTRACT 10: they cancel it). */
+const PATIENT_MAY_SET = ['status', 'cancelationReason', 'comment', 'meta', 'text'] as const;
+
+/**
+ * A patient (CONTRACT 10) books through `$book` and cancels their own appointment; they neither
+ * create one by REST nor change anything else of it (403).
+ */
+function onlyACancellation(previous: Appointment | undefined, next: Appointment | undefined): void {
+  if (!previous || !next) throw forbidden('A patient books through Appointment/$book and cancels by PATCH; nothing else');
+  const rest = (a: Appointment) => Object.fromEntries(Object.entries(a).filter(([k]) => !(PATIENT_MAY_SET as readonly string[]).includes(k)));
+  if (next.status !== 'cancelled' || !deepEquals(rest(previous), rest(next))) {
+    throw forbidden('A patient may only cancel their appointment: status cancelled, with a cancelationReason or comment at most');
   }
 }
 

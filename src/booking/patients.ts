@@ -1,8 +1,8 @@
 import type { Appointment, AppointmentParticipant, HealthcareService, Patient } from '@medplum/fhirtypes';
-import { OperationOutcomeError, unprocessable } from '../shared/outcomes';
+import { forbidden, OperationOutcomeError, unprocessable } from '../shared/outcomes';
 import { validateResource } from '../model';
 import type { SearchRequest } from '../store';
-import { canSee } from '../shared/owner';
+import { canSee, KVID_SYSTEM } from '../shared/owner';
 import { ownerOf, type BookingContext } from './actor';
 import { referencedId } from '../shared/references';
 import { EXTERNAL_TAG } from './status';
@@ -33,6 +33,26 @@ export async function resolvePatientParameter(c: BookingContext, patient: Patien
     meta: { ...(meta?.profile ? { profile: meta.profile } : {}), tag: tags.some((t) => t.system === EXTERNAL_TAG.system && t.code === EXTERNAL_TAG.code) ? tags : [...tags, { ...EXTERNAL_TAG }] },
   };
   return c.repo.create(tagged, { owner: ownerOf(c.actor, 'Patient') });
+}
+
+/**
+ * CONTRACT 10: a patient books only for themselves. Their `patient` parameter is the Patient
+ * carrying their insurance number (KVNR), found or created like any `patient` parameter; one
+ * naming another KVNR is 403. Other identifiers are dropped: they could match someone else.
+ */
+export function ownPatientParameter(kvnr: string, given: Patient | undefined): Patient {
+  if ((given?.identifier ?? []).some((i) => i.system === KVID_SYSTEM && i.value !== kvnr)) {
+    throw forbidden('A patient books only for themselves: the patient parameter names another insurance number');
+  }
+  return { ...(given ?? {}), resourceType: 'Patient', identifier: [{ system: KVID_SYSTEM, value: kvnr }] };
+}
+
+/** After the patient's own Patient was resolved: no participant may name another Patient (403). */
+export function onlyThePatient(participants: AppointmentParticipant[], own: Patient): void {
+  for (const p of participants) {
+    const id = referencedId(p.actor?.reference, 'Patient');
+    if (id !== undefined && id !== own.id) throw forbidden('A patient books only for themselves: a participant names another Patient');
+  }
 }
 
 /**
@@ -67,7 +87,7 @@ export async function checkActiveParticipants(c: BookingContext, participants: A
     if (!id) continue;
     const expression = `Appointment.participant[${i}].actor`;
     const row = await c.repo.readRow(type, id);
-    if (!row || row.deleted || !canSee(row.owner, c.actor.scope)) throw unprocessable(`${type}/${id} does not exist`, expression, 'not-found');
+    if (!row || row.deleted || !canSee(row.owner, c.actor.scope, row.resource)) throw unprocessable(`${type}/${id} does not exist`, expression, 'not-found');
     if ((row.resource as Patient | HealthcareService).active === false) throw unprocessable(`${type}/${id} is not active`, expression);
   }
 }

@@ -50,7 +50,7 @@ export function writerRepo(env: FhirEnv, req: FhirRequest): Repository {
 }
 
 export function scopeOf(identity?: RequestIdentity): AccessScope | undefined {
-  return identity ? { institution: identity.institution, seesAll: identity.isOwner } : undefined;
+  return identity ? { institution: identity.institution, seesAll: identity.isOwner, ...(identity.patient !== undefined ? { patient: identity.patient } : {}) } : undefined;
 }
 
 export function preferHeader(req: FhirRequest): Record<string, string> {

@@ -3,6 +3,7 @@ import type { Bundle, BundleEntry, Resource, StructureDefinition } from '@medplu
 import type { SearchRequest } from '../store';
 import { parseSearch, type ParsedSearch } from './search-request';
 import { scopeCovered } from '../protocol/smart-scopes';
+import { scopeContextOf } from '../protocol/identity';
 import { issue, outcome, unprocessable } from '../shared/outcomes';
 import { preferHeader, scopeOf, type FhirEnv, type FhirRequest, type RequestIdentity } from './request';
 
@@ -55,7 +56,7 @@ export async function searchType(type: string, req: FhirRequest, env: FhirEnv): 
  * the actor types its scopes cover. Without an identity (guard off, the repository itself): all.
  */
 function mayRead(identity: RequestIdentity | undefined, type: string): boolean {
-  return !identity || scopeCovered(`system/${type}.r`, identity.scopes);
+  return !identity || scopeCovered(`${scopeContextOf(identity)}/${type}.r`, identity.scopes);
 }
 
 export function fullUrl(env: FhirEnv, r: Resource): string {

@@ -41,6 +41,7 @@ export const InvalidClient = wireError('invalid_client', 401, 'InvalidClient');
 export const InvalidGrant = wireError('invalid_grant', 400, 'InvalidGrant');
 export const UnauthorizedClient = wireError('unauthorized_client', 400, 'UnauthorizedClient');
 export const UnsupportedGrantType = wireError('unsupported_grant_type', 400, 'UnsupportedGrantType');
+export const UnsupportedResponseType = wireError('unsupported_response_type', 400, 'UnsupportedResponseType');
 export const InvalidScope = wireError('invalid_scope', 400, 'InvalidScope');
 export const InvalidTarget = wireError('invalid_target', 400, 'InvalidTarget');
 export const InvalidDpopProof = wireError('invalid_dpop_proof', 400, 'InvalidDpopProof');
@@ -62,9 +63,10 @@ export function isGuardError(err: unknown): err is GuardError {
 export const ERROR_REGISTRY: Record<string, { status: number; meaning: string }> = {
   invalid_request: { status: 400, meaning: 'missing, repeated or malformed parameters; a statement that does not bind the client' },
   invalid_client: { status: 401, meaning: 'client authentication (private_key_jwt) failed' },
-  invalid_grant: { status: 400, meaning: 'refresh token unknown, expired, used, revoked, of another client or another DPoP key' },
+  invalid_grant: { status: 400, meaning: 'refresh token or authorization code unknown, expired, used, revoked, of another client, another DPoP key or another PKCE verifier' },
   unauthorized_client: { status: 400, meaning: 'the client is not registered for this grant type' },
-  unsupported_grant_type: { status: 400, meaning: 'grant_type is neither token exchange nor refresh_token' },
+  unsupported_grant_type: { status: 400, meaning: 'grant_type is not token exchange, authorization_code or refresh_token' },
+  unsupported_response_type: { status: 400, meaning: 'a pushed authorization request asks for another response_type than code' },
   invalid_scope: { status: 400, meaning: 'scope is malformed or exceeds the session' },
   invalid_target: { status: 400, meaning: 'resource is not served by this authorization server' },
   invalid_dpop_proof: { status: 400, meaning: 'the DPoP proof fails a check of RFC 9449 section 4.3' },

@@ -20,6 +20,8 @@ import { sharedState, type SharedState } from './state/shared-state';
 import { RevokedSessions } from './state/revoked-sessions';
 import { AccessTokenVerifier } from './authserver/tokens/verify-access-token';
 import { WorkloadIssuers } from './authserver/workload/workload-issuers';
+import { UpstreamIdps } from './authserver/code-flow/upstream-idps';
+import { authorize, pushAuthorizationRequest, redirection } from './authserver/code-flow/code-flow';
 import { RevocationList } from './attestation/platform-b/revocation-list';
 import { pepSettings } from './pep/settings';
 import { versionEntries, versionGate, type ApiVersion } from './versions';
@@ -68,8 +70,34 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   const v = Router({ mergeParams: true });
   // The per-IP limit comes first: 404 (unknown major), 410 (shut down) and 405 carry x-rate-limit-* too.
   router.use('/svc/v:major', rateLimitPerIp(deps, (req) => ENDPOINT_BUCKETS[req.path.replace(/\/+$/, '')] ?? 'svc'), versionGate(versions), v);
-  v.get('/authorize', (_req, _res, next) => {
-    next(new InvalidRequest('this server has no authorization-code flow: clients obtain tokens by token exchange at the token_endpoint'));
+  // Authorization code with PAR and PKCE (CONTRACT 10): patient apps.
+  v.post(
+    '/par',
+    express.text({ limit: '64kb', type: () => true }),
+    handleAsync(async (req, res) => {
+      const pushed = await pushAuthorizationRequest(forMajor(res), endpointRequest(req));
+      res.setHeader('Cache-Control', 'no-store');
+      res.status(201).json(pushed);
+    }),
+  );
+  v.get(
+    '/authorize',
+    handleAsync(async (req, res) => {
+      const to = await authorize(forMajor(res), queryOf(req));
+      res.setHeader('Cache-Control', 'no-store');
+      res.redirect(302, to.location);
+    }),
+  );
+  v.get(
+    '/redirect',
+    handleAsync(async (req, res) => {
+      const to = await redirection(forMajor(res), queryOf(req));
+      res.setHeader('Cache-Control', 'no-store');
+      res.redirect(302, to.location);
+    }),
+  );
+  v.get('/openid-providers', (req, res) => {
+    sendCachedJson(req, res, deps.idps.list(), settings.discoveryMaxAgeSec);
   });
   v.get('/', (_req, res) => {
     res.json({ api_versions_supported: versionEntries(versions, settings.issuer), ...deps.urls });
@@ -137,8 +165,8 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
       res.status(200).end();
     }),
   );
-  v.all(['/nonce', '/register', '/register/verify', '/register/resend', '/token', '/revoke', '/jwks', '/authorize'], (_req, res) => {
-    res.setHeader('Allow', ['/nonce', '/jwks', '/authorize'].includes(_req.path) ? 'GET' : 'POST');
+  v.all(['/nonce', '/register', '/register/verify', '/register/resend', '/token', '/revoke', '/jwks', '/authorize', '/par', '/redirect', '/openid-providers'], (_req, res) => {
+    res.setHeader('Allow', ['/nonce', '/jwks', '/authorize', '/redirect', '/openid-providers'].includes(_req.path) ? 'GET' : 'POST');
     sendGuardError(res, settings.issuer, new InvalidRequest('method not allowed', { status: 405 }));
   });
   router.use(guardErrorHandler(settings.issuer));
@@ -159,6 +187,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
     ctx,
     settings,
     workloadIssuers: new WorkloadIssuers(ctx.config.workloadIssuers, ctx.now),
+    idps: new UpstreamIdps(ctx.config.oidcProviders, ctx.now),
     // Discovery advertises the newest stable major; requests under another major get its URLs (depsPerMajor).
     urls: endpoints(settings.issuer, newestStableMajor(options.versions ?? API_VERSIONS)),
     keys,
@@ -189,7 +218,19 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
 }
 
 /** Bucket of the per-IP limit for a path under /svc/v{major}; the JWKS shares the discovery bucket. */
-const ENDPOINT_BUCKETS: Record<string, string> = { '/nonce': 'nonce', '/register': 'register', '/register/verify': 'register', '/register/resend': 'register', '/token': 'token', '/revoke': 'revoke', '/jwks': 'discovery' };
+const ENDPOINT_BUCKETS: Record<string, string> = {
+  '/nonce': 'nonce',
+  '/register': 'register',
+  '/register/verify': 'register',
+  '/register/resend': 'register',
+  '/token': 'token',
+  '/revoke': 'revoke',
+  '/jwks': 'discovery',
+  '/openid-providers': 'discovery',
+  '/par': 'authorize',
+  '/authorize': 'authorize',
+  '/redirect': 'authorize',
+};
 
 /**
  * The deps of a request under /svc/v{major}: `htu` of DPoP proofs, `aud` of client assertions and
@@ -198,6 +239,12 @@ const ENDPOINT_BUCKETS: Record<string, string> = { '/nonce': 'nonce', '/register
 function depsPerMajor(deps: GuardDeps, versions: ApiVersion[]): (res: Response) => GuardDeps {
   const byMajor = new Map<number, GuardDeps>(versions.map((v) => [v.major, { ...deps, urls: endpoints(deps.settings.issuer, v.major) }]));
   return (res) => byMajor.get(res.locals.apiMajor as number) ?? deps;
+}
+
+/** The raw query of a request, as the code flow reads it (repeated parameters stay visible). */
+function queryOf(req: Request): URLSearchParams {
+  const i = req.originalUrl.indexOf('?');
+  return new URLSearchParams(i >= 0 ? req.originalUrl.slice(i + 1) : '');
 }
 
 function endpointRequest(req: Request): EndpointRequest {

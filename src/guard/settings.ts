@@ -66,5 +66,9 @@ export function endpoints(issuer: string, major = 1) {
     token: `${base}/token`,
     revoke: `${base}/revoke`,
     jwks: `${base}/jwks`,
+    par: `${base}/par`,
+    authorize: `${base}/authorize`,
+    redirection: `${base}/redirect`,
+    openidProviders: `${base}/openid-providers`,
   };
 }

@@ -11,4 +11,19 @@ export interface RequestIdentity {
   scopes: string[];
   /** Repository owners (REPOSITORY_OWNERS) see and manage everything. */
   isOwner: boolean;
+  /**
+   * A patient (CONTRACT 10): their insurance number (KVNR). `institution` is then
+   * `patientOwner(kvnr)`, the owner of what they book; their scopes are `patient/` scopes.
+   */
+  patient?: string;
+}
+
+/** The owner key of what a patient books: never a Telematik-ID (those have no colon) nor a workload (`issuer#sub`). */
+export function patientOwner(kvnr: string): string {
+  return `kvnr:${kvnr}`;
+}
+
+/** The SMART context the caller's scopes are in: `patient/` for a patient, else `system/`. */
+export function scopeContextOf(identity: Pick<RequestIdentity, 'patient'>): 'system' | 'patient' {
+  return identity.patient === undefined ? 'system' : 'patient';
 }

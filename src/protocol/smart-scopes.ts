@@ -1,16 +1,24 @@
 /**
- * SMART App Launch v2 system scopes (`system/Appointment.rs`), the grammar the authorization
- * server grants and the enforcement point and FHIR layer check. A leaf: imports nothing.
+ * SMART App Launch v2 scopes (`system/Appointment.rs`, `patient/Appointment.cru`), the grammar
+ * the authorization server grants and the enforcement point and FHIR layer check. `system/` is an
+ * institution's or a service's reach, `patient/` a patient's own compartment (CONTRACT 10). A
+ * leaf: imports nothing.
  */
-const SMART = /^system\/(\*|[A-Z][A-Za-z]+)\.(c?r?u?d?s?)$/;
+const SMART = /^(system|patient)\/(\*|[A-Z][A-Za-z]+)\.(c?r?u?d?s?)$/;
 
-/** SMART v2: `system/Appointment.rs` is covered by itself or by `system/*.cruds` (permissions a subset). */
+/** The context of a scope: what the caller's identity may ask for. */
+export type ScopeContext = 'system' | 'patient';
+
+/**
+ * SMART v2: `system/Appointment.rs` is covered by itself or by `system/*.cruds` (permissions a
+ * subset, the same context: a `patient/` scope never covers a `system/` need, nor the reverse).
+ */
 export function scopeCovered(requested: string, allowed: string[]): boolean {
   if (allowed.includes(requested)) return true;
   const r = SMART.exec(requested);
-  if (!r || !r[2]) return false;
+  if (!r || !r[3]) return false;
   return allowed.some((a) => {
     const m = SMART.exec(a);
-    return m !== null && (m[1] === '*' || m[1] === r[1]) && [...r[2]].every((p) => m[2].includes(p));
+    return m !== null && m[1] === r[1] && (m[2] === '*' || m[2] === r[2]) && [...r[3]].every((p) => m[3].includes(p));
   });
 }

@@ -1,16 +1,24 @@
+import type { Resource } from '@medplum/fhirtypes';
+
 /**
  * The one visibility rule of the repository. Appointments and Subscriptions belong to the
  * institution that created them; everything else, and whatever the repository writes itself,
  * belongs to nobody (`null`) and is visible to all. Repository owners (REPOSITORY_OWNERS) see
- * and manage everything. The store's SQL form of the rule is `ownerCondition` in
- * store/search/sql.ts; it must say the same.
+ * and manage everything. A patient (CONTRACT 10) sees what they own (their bookings), what
+ * belongs to nobody except Patients, and the Patients that carry their insurance number. The
+ * store's SQL form of the rule is `scopeSql` in store/search/sql.ts; it must say the same.
  */
 export interface Viewer {
-  /** Telematik-ID of the institution asking. */
+  /** Telematik-ID of the institution asking (a patient's: `patientOwner(kvnr)`). */
   institution: string;
   /** A repository owner, or the repository itself acting for one. */
   seesAll: boolean;
+  /** A patient's insurance number (KVNR). */
+  patient?: string;
 }
+
+/** The identifier system of the German statutory insurance number (KVNR). */
+export const KVID_SYSTEM = 'http://fhir.de/sid/gkv/kvid-10';
 
 /** Types whose resources belong to the institution that created them. */
 const INSTITUTION_OWNED = new Set(['Appointment', 'Subscription']);
@@ -19,11 +27,24 @@ const INSTITUTION_OWNED = new Set(['Appointment', 'Subscription']);
 export interface Writer {
   institution?: string;
   isOwner: boolean;
+  /** A patient's insurance number (their `institution` is then `patientOwner(kvnr)`). */
+  patient?: string;
 }
 
-/** Can `viewer` see what `owner` owns? No viewer: the repository itself, which sees all. */
-export function canSee(owner: string | null, viewer?: Viewer): boolean {
-  return !viewer || viewer.seesAll || owner === null || owner === viewer.institution;
+/**
+ * Can `viewer` see `resource`, owned by `owner`? No viewer: the repository itself, which sees
+ * all. For a patient the resource decides (without it only what they own).
+ */
+export function canSee(owner: string | null, viewer?: Viewer, resource?: Resource): boolean {
+  if (!viewer || viewer.seesAll || owner === viewer.institution) return true;
+  if (viewer.patient === undefined) return owner === null;
+  if (resource?.resourceType === 'Patient') return carriesInsuranceNumber(resource, viewer.patient);
+  return owner === null && resource !== undefined;
+}
+
+/** A Patient with identifier `KVID_SYSTEM|kvnr`. */
+export function carriesInsuranceNumber(patient: Resource, kvnr: string): boolean {
+  return patient.resourceType === 'Patient' && (patient.identifier ?? []).some((i) => i.system === KVID_SYSTEM && i.value === kvnr);
 }
 
 /**

@@ -103,7 +103,7 @@ export class Repository {
   /** The current version; 404 when absent or hidden from the scope, 410 when deleted. */
   async read<T extends Resource = Resource>(type: string, id: string, scope?: AccessScope): Promise<T> {
     const row = await this.readRow(type, id);
-    if (!row || !canSee(row.owner, scope)) throw notFound(type, id);
+    if (!row || !canSee(row.owner, scope, row.resource)) throw notFound(type, id);
     if (row.deleted) throw gone(type, id);
     return row.resource as T;
   }
@@ -111,7 +111,7 @@ export class Repository {
   async vread(type: string, id: string, versionId: string, scope?: AccessScope): Promise<Resource> {
     const row = await this.readRow(type, id);
     // Version ids are PostgreSQL integers: a larger number names no version (not a failed query).
-    if (!row || !canSee(row.owner, scope) || !/^\d+$/.test(versionId) || Number(versionId) > MAX_VERSION_ID) throw notFound(type, `${id}/_history/${versionId}`);
+    if (!row || !canSee(row.owner, scope, row.resource) || !/^\d+$/.test(versionId) || Number(versionId) > MAX_VERSION_ID) throw notFound(type, `${id}/_history/${versionId}`);
     const version = await readVersion(this.db, type, id, Number(versionId));
     if (!version) throw notFound(type, `${id}/_history/${versionId}`);
     if (version.deleted) throw gone(type, id);
@@ -121,7 +121,7 @@ export class Repository {
   /** Every version, newest first, with deletions marked. */
   async history(type: string, id: string, scope?: AccessScope): Promise<{ resource: Resource; deleted: boolean; versionId: number; lastUpdated: string }[]> {
     const row = await this.readRow(type, id);
-    if (!row || !canSee(row.owner, scope)) throw notFound(type, id);
+    if (!row || !canSee(row.owner, scope, row.resource)) throw notFound(type, id);
     const { rows } = await this.db.query<{ content: Resource; deleted: boolean; version_id: number; last_updated: Date | string }>(
       'SELECT content, deleted, version_id, last_updated FROM resource_version WHERE resource_type = $1 AND id = $2 ORDER BY version_id DESC',
       [type, id],
@@ -145,7 +145,7 @@ export class Repository {
   async delete(type: string, id: string, opts: WriteOptions = {}): Promise<void> {
     await this.inTransaction(async (tx) => {
       const row = await tx.readRow(type, id, { forUpdate: true });
-      if (!row || !canSee(row.owner, opts.scope)) throw notFound(type, id);
+      if (!row || !canSee(row.owner, opts.scope, row.resource)) throw notFound(type, id);
       checkIfMatch(opts.ifMatch, row.versionId);
       if (row.deleted) return;
       await tx.intercept({ interaction: 'delete', type, previous: row.resource });
@@ -217,7 +217,7 @@ export class Repository {
       try {
         return await this.inTransaction(async (tx) => {
           const row = await tx.readRow(type, id, { forUpdate: true });
-          if (row && !canSee(row.owner, opts.scope)) throw notFound(type, id);
+          if (row && !canSee(row.owner, opts.scope, row.resource)) throw notFound(type, id);
           if (opts.ifMatch !== undefined) {
             if (!row) throw preconditionFailed(`${type}/${id} does not exist; If-Match cannot match`);
             checkIfMatch(opts.ifMatch, row.versionId);

@@ -26,13 +26,14 @@ describe('RFC 8414 authorization-server metadata', () => {
       registration_endpoint: `${h.publicUrl}/svc/v1/register`,
       revocation_endpoint: `${h.publicUrl}/svc/v1/revoke`,
       jwks_uri: `${h.publicUrl}/svc/v1/jwks`,
-      grant_types_supported: ['urn:ietf:params:oauth:grant-type:token-exchange', 'refresh_token'],
+      grant_types_supported: ['urn:ietf:params:oauth:grant-type:token-exchange', 'authorization_code', 'refresh_token'],
       token_endpoint_auth_methods_supported: ['private_key_jwt'],
       token_endpoint_auth_signing_alg_values_supported: ['ES256'],
       dpop_signing_alg_values_supported: ['ES256'],
       api_versions_supported: [{ major_version: 1, version: API_VERSION, status: 'stable', documentation_uri: `${h.publicUrl}/svc/v1` }],
     });
     expect(res.body.scopes_supported).toContain('system/*.cruds');
+    expect(res.body.scopes_supported).toContain('patient/Appointment.crus');
   });
 
   test('has exactly the fields of seed 000 2.3 and CONTRACT 3, plus the DPoP and revocation extensions', async () => {
@@ -63,21 +64,37 @@ describe('RFC 8414 authorization-server metadata', () => {
         'dpop_signing_alg_values_supported',
         'subject_token_signing_alg_values_supported',
         'attestation_types_supported',
+        // CONTRACT 10: authorization code with PAR and PKCE
+        'pushed_authorization_request_endpoint',
+        'require_pushed_authorization_requests',
+        'redirection_endpoint',
+        'openid_providers_endpoint',
+        'authorization_response_iss_parameter_supported',
       ].sort(),
     );
     expect(res.body).toMatchObject({
       authorization_endpoint: `${h.publicUrl}/svc/v1/authorize`,
+      pushed_authorization_request_endpoint: `${h.publicUrl}/svc/v1/par`,
+      require_pushed_authorization_requests: true,
+      redirection_endpoint: `${h.publicUrl}/svc/v1/redirect`,
+      openid_providers_endpoint: `${h.publicUrl}/svc/v1/openid-providers`,
+      authorization_response_iss_parameter_supported: true,
+      code_challenge_methods_supported: ['S256'],
+      response_types_supported: ['code'],
       response_modes_supported: ['query'],
       service_documentation: `${h.publicUrl}/svc/v1`,
     });
-    expect(res.body.redirection_endpoint).toBeUndefined();
   });
 
-  test('every advertised URL answers: the authorization_endpoint with 400 invalid_request (no authorization-code flow)', async () => {
+  test('every advertised URL answers: the authorization_endpoint without a pushed request with 400 invalid_request', async () => {
     const meta = (await request(h.app).get('/.well-known/oauth-authorization-server')).body;
     const authorize = await request(h.app).get(`${new URL(meta.authorization_endpoint).pathname}?response_type=code&client_id=x`);
     expect(authorize.status).toBe(400);
     expect(authorize.body.error).toBe('invalid_request');
+    expect(authorize.body.error_description).toMatch(/request_uri is required/);
+    const providers = await request(h.app).get(new URL(meta.openid_providers_endpoint).pathname);
+    expect(providers.status).toBe(200);
+    expect(providers.body).toEqual([]);
     const docs = await request(h.app).get(new URL(meta.service_documentation).pathname);
     expect(docs.status).toBe(200);
     expect(docs.body.token).toBe(meta.token_endpoint);

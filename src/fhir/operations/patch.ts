@@ -43,7 +43,7 @@ async function patch(req: FhirRequest, env: FhirEnv, type: string, id: string): 
   const scope = scopeOf(req.identity);
   const stored = await writerRepo(env, req).withTransaction(async (repo) => {
     const row = await repo.readRow(type, id, { forUpdate: true });
-    if (!row || !canSee(row.owner, scope)) throw notFound(type, id);
+    if (!row || !canSee(row.owner, scope, row.resource)) throw notFound(type, id);
     if (row.deleted) throw gone(type, id);
     // If-Match first: a stale patch is refused as stale, whatever it would change.
     checkIfMatch(req.headers.ifMatch, row.versionId);

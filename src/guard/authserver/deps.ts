@@ -9,6 +9,7 @@ import type { SharedState } from '../state/shared-state';
 import type { RevokedSessions } from '../state/revoked-sessions';
 import type { AccessTokenVerifier } from './tokens/verify-access-token';
 import type { WorkloadIssuers } from './workload/workload-issuers';
+import type { UpstreamIdps } from './code-flow/upstream-idps';
 
 /** What the AS's use cases are built from; guard/index.ts composes it once per app. */
 export interface GuardDeps {
@@ -30,6 +31,8 @@ export interface GuardDeps {
   sessions: RevokedSessions;
   /** Issuers of WORKLOAD_ISSUERS_FILE and their keys (CONTRACT 11). */
   workloadIssuers: WorkloadIssuers;
+  /** Identity providers of OIDC_PROVIDERS_FILE: patients log in there (CONTRACT 10). */
+  idps: UpstreamIdps;
   /** The one access-token verifier (the enforcement point uses the same class). */
   accessTokens: AccessTokenVerifier;
 }

@@ -1,5 +1,5 @@
 import { DPOP_ALGS } from '../dpop/verify-dpop-proof';
-import { allowedScopes, type PolicyData } from '../policy';
+import { allowedScopes, patientScopes, type PolicyData } from '../policy';
 import type { endpoints, GuardSettings } from '../settings';
 import { versionEntries, type ApiVersion } from '../versions';
 import { CLIENT_ASSERTION_ALGS } from './client-auth/verify-client-assertion';
@@ -12,17 +12,20 @@ export function authorizationServerMetadata(settings: GuardSettings, urls: Retur
   const base = `${settings.issuer}/svc/v${newestStableMajor(versions)}`;
   return {
     issuer: settings.issuer,
-    // Seed 000 2.3 and ZETA as-well-known.yaml list it; it answers 400 invalid_request: no
-    // authorization-code flow here (software and TPM clients use token exchange).
-    authorization_endpoint: `${base}/authorize`,
+    // Authorization code with PAR and PKCE for patient apps (CONTRACT 10).
+    authorization_endpoint: urls.authorize,
+    pushed_authorization_request_endpoint: urls.par,
+    require_pushed_authorization_requests: true,
+    redirection_endpoint: urls.redirection,
+    openid_providers_endpoint: urls.openidProviders,
+    authorization_response_iss_parameter_supported: true,
     token_endpoint: urls.token,
     nonce_endpoint: urls.nonce,
     registration_endpoint: urls.register,
     revocation_endpoint: urls.revoke,
     jwks_uri: urls.jwks,
-    scopes_supported: allowedScopes(data, true),
-    response_types_supported: ['token'],
-    // RFC 8414 §2 default; nothing is ever redirected (no authorization-code flow).
+    scopes_supported: [...allowedScopes(data, true), ...patientScopes(data)],
+    response_types_supported: ['code'],
     response_modes_supported: ['query'],
     grant_types_supported: [...SUPPORTED_GRANT_TYPES],
     token_endpoint_auth_methods_supported: ['private_key_jwt'],
@@ -45,7 +48,7 @@ export function authorizationServerMetadata(settings: GuardSettings, urls: Retur
 export function openidConfiguration(settings: GuardSettings, urls: ReturnType<typeof endpoints>, versions: ApiVersion[]) {
   return {
     issuer: settings.issuer,
-    authorization_endpoint: `${settings.issuer}/svc/v${newestStableMajor(versions)}/authorize`,
+    authorization_endpoint: urls.authorize,
     token_endpoint: urls.token,
     jwks_uri: urls.jwks,
     response_types_supported: ['token'],

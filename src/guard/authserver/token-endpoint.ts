@@ -6,7 +6,8 @@ import { consumeNonce, issueNonce } from '../state/nonce-store';
 import { hitRateLimit, rateLimitHeaders } from '../state/rate-limit';
 import { verifyClientAssertion, type AuthenticatedClient } from './client-auth/verify-client-assertion';
 import type { GuardDeps } from './deps';
-import { GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from '../../protocol/oauth';
+import { GRANT_AUTHORIZATION_CODE, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from '../../protocol/oauth';
+import { authorizationCodeGrant } from './grants/authorization-code';
 import { refreshGrant } from './grants/refresh-token';
 import { tokenExchange } from './grants/token-exchange';
 import { workloadExchange, type WorkloadTokenResponse } from './grants/workload-exchange';
@@ -34,9 +35,11 @@ export async function tokenEndpoint(deps: GuardDeps, req: EndpointRequest): Prom
     await dpopNonceIsFresh(deps, proof, false);
     return workloadExchange(deps, { params, proof, ip: req.ip });
   }
-  const nonce = await dpopNonceIsFresh(deps, proof, grantType === GRANT_TOKEN_EXCHANGE);
+  // Grants that start a session bind the client's posture to a fresh nonce; a refresh need not.
+  const nonce = await dpopNonceIsFresh(deps, proof, grantType !== GRANT_REFRESH_TOKEN);
   const auth = await authenticateClient(deps, params, req);
   if (grantType === GRANT_TOKEN_EXCHANGE) return tokenExchange(deps, { params, proof, nonce: nonce!, auth, ip: req.ip });
+  if (grantType === GRANT_AUTHORIZATION_CODE) return authorizationCodeGrant(deps, { params, proof, nonce: nonce!, auth, ip: req.ip });
   return refreshGrant(deps, { params, proof, auth, ip: req.ip });
 }
 
@@ -64,7 +67,7 @@ export function formParameters(req: EndpointRequest): Map<string, string> {
 function grantTypeIsSupported(params: Map<string, string>): string {
   const grantType = params.get('grant_type');
   if (!grantType) throw new InvalidRequest('grant_type is required');
-  if (grantType !== GRANT_TOKEN_EXCHANGE && grantType !== GRANT_REFRESH_TOKEN) throw new UnsupportedGrantType('grant_type is not supported');
+  if (grantType !== GRANT_TOKEN_EXCHANGE && grantType !== GRANT_REFRESH_TOKEN && grantType !== GRANT_AUTHORIZATION_CODE) throw new UnsupportedGrantType('grant_type is not supported');
   return grantType;
 }
 
@@ -96,12 +99,17 @@ async function dpopNonceIsFresh(deps: GuardDeps, proof: VerifiedDpopProof, requi
   });
 }
 
-/** private_key_jwt, then the per-client rate limit. */
-export async function authenticateClient(deps: GuardDeps, params: Map<string, string>, req: EndpointRequest): Promise<AuthenticatedClient> {
+/** private_key_jwt (`aud`: the issuer or the endpoint called), then the per-client rate limit. */
+export async function authenticateClient(
+  deps: GuardDeps,
+  params: Map<string, string>,
+  req: EndpointRequest,
+  audiences = [deps.settings.issuer, deps.urls.token],
+): Promise<AuthenticatedClient> {
   const auth = await verifyClientAssertion(deps.ctx, deps.settings, {
     params,
     authorization: req.authorization,
-    audiences: [deps.settings.issuer, deps.urls.token],
+    audiences,
     state: deps.state,
   });
   const limit = await hitRateLimit(deps.state, `client:${auth.client.clientId}`, deps.settings.rateLimit.perClient, deps.ctx.now());

@@ -1,5 +1,6 @@
 import type { FhirReachPort, Reach, ReachRequest, Route } from '../../protocol/fhir-reach';
-import type { RequestIdentity } from '../../protocol/identity';
+import { scopeContextOf, type RequestIdentity } from '../../protocol/identity';
+import type { ScopeContext } from '../../protocol/smart-scopes';
 import { pathSegments, queryPairs } from '../../model';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 import { InvalidRequest } from '../errors';
@@ -108,7 +109,7 @@ export async function enforce(request: ResourceRequest, deps: EnforcementDeps, t
   const read = r && (await readRequest(deps, request, path, r));
   const reach = r && read ? deps.fhir.reach(read, r, runner) : unroutable(runner); // every interaction and type the request touches
   if (reach && read?.unreadable && runner === 'upstream') reach.unfollowed.push(read.unreadable);
-  if (reach) await hasScopes(deps, reach, facts.scopes); // SMART v2 scopes of all of them
+  if (reach) await hasScopes(deps, reach, facts.scopes, scopeContextOf(facts.identity)); // SMART v2 scopes of all of them
   const popp = await patientPresence(deps, request, reach, token.sub, now); // PoPP where configured: missing 400, invalid 403
   const forward: Record<string, string> = { [USER_INFO]: facts.userInfo, [CLIENT_DATA]: facts.clientData }; // A_26589-01
   if (popp) forward[POPP_CONTENT] = poppContentHeader(popp.payloadJson, settings.headerCaps);
@@ -157,10 +158,10 @@ function hasQueryToken(originalUrl: string): boolean {
   return i >= 0 && new URLSearchParams(originalUrl.slice(i + 1)).has('access_token');
 }
 
-async function hasScopes(deps: EnforcementDeps, reach: Reach, granted: string[]): Promise<void> {
+async function hasScopes(deps: EnforcementDeps, reach: Reach, granted: string[], context: ScopeContext): Promise<void> {
   const polls = reach.routes.find((x) => x.interaction === 'async-status');
   const needs = requiredScopes(reach, { polled: polls ? await deps.fhir.polledReach(polls.id!) : undefined });
-  const missing = missingScopes(needs, granted);
+  const missing = missingScopes(needs, granted, context);
   if (missing.length > 0) throw new InsufficientScope(missing);
 }
 

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import type { RequestIdentity } from '../../protocol/identity';
+import { patientOwner, type RequestIdentity } from '../../protocol/identity';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 
 /** The verified caller as the FHIR layer sees it (`res.locals.identity`). */
@@ -7,11 +7,14 @@ export function requestIdentity(token: AccessTokenPayload, repositoryOwners: rea
   // A workload's subject is its issuer's to choose: it never passes for an institution's
   // Telematik-ID (its own resources are its `issuer#sub`) nor for a repository owner.
   const workload = token.platform === 'workload';
+  const scopes = token.scope.split(' ').filter(Boolean);
+  // A patient (CONTRACT 10) owns what they book under their KVNR; never an owner either.
+  if (token.kvnr !== undefined) return { institution: patientOwner(token.kvnr), clientId: token.client_id, scopes, isOwner: false, patient: token.kvnr };
   return {
     institution: workload ? token.client_id : token.sub,
     professionOid: token.profession_oid,
     clientId: token.client_id,
-    scopes: token.scope.split(' ').filter(Boolean),
+    scopes,
     isOwner: !workload && repositoryOwners.includes(token.sub),
   };
 }

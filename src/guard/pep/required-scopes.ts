@@ -1,5 +1,5 @@
 import { ANY_TYPE, type Reach, type Route } from '../../protocol/fhir-reach';
-import { scopeCovered } from '../../protocol/smart-scopes';
+import { scopeCovered, type ScopeContext } from '../../protocol/smart-scopes';
 
 /** SMART v2 permissions (`system/Appointment.crus`). */
 export type Permission = 'c' | 'r' | 'u' | 'd' | 's';
@@ -76,7 +76,10 @@ function operationScopes(r: Route): ScopeNeed[] {
   return ALL.map((p) => need(r.type ?? ANY_TYPE, p));
 }
 
-/** The needs the granted scopes do not cover (SMART v2: `system/*.cruds` covers all). */
-export function missingScopes(needs: ScopeNeed[], granted: string[]): ScopeNeed[] {
-  return needs.filter((n) => !scopeCovered(n, granted));
+/**
+ * The needs the granted scopes do not cover (SMART v2: `system/*.cruds` covers all), in the
+ * caller's context: a patient's needs are `patient/` scopes (`patient/Appointment.r`).
+ */
+export function missingScopes(needs: ScopeNeed[], granted: string[], context: ScopeContext = 'system'): string[] {
+  return needs.map((n) => (context === 'system' ? n : `${context}/${n.slice('system/'.length)}`)).filter((n) => !scopeCovered(n, granted));
 }

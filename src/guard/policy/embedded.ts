@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { scopeCovered } from '../../protocol/smart-scopes';
 import { ConfigError } from '../../config';
-import { allowedScopes } from './scopes';
+import { allowedScopes, patientScopes } from './scopes';
 import { isWorkloadInput, type PolicyData, type PolicyDecision, type PolicyEngine, type PolicyInput, type WorkloadPolicyInput } from './types';
 
 /** Reasons worded like the gematik Rego policies. */
@@ -24,6 +24,7 @@ export function loadPolicyData(file: string): PolicyData {
     throw new ConfigError('POLICY_FILE', `${file}: professions, posture_types, products and audiences must be arrays`);
   }
   if (!data.scopes || !list(data.scopes.requestor) || !list(data.scopes.owner)) throw new ConfigError('POLICY_FILE', `${file}: scopes.requestor and scopes.owner must be arrays`);
+  for (const k of ['workload', 'patient'] as const) if (data.scopes[k] !== undefined && !list(data.scopes[k])) throw new ConfigError('POLICY_FILE', `${file}: scopes.${k} must be an array`);
   if (!data.token_ttl || !(data.token_ttl.access_token > 0) || !(data.token_ttl.refresh_token > 0)) throw new ConfigError('POLICY_FILE', `${file}: token_ttl needs positive access_token and refresh_token`);
   const baselines = data.tpm?.pcr_baselines;
   const baselineOk = (b: unknown) =>
@@ -48,10 +49,12 @@ export function evaluate(data: PolicyData, input: PolicyInput): PolicyDecision {
   const reasons: string[] = [];
   const client = input.client_registration_data;
   const req = input.authorization_request;
-  if (!data.professions.includes(input.user_info.professionOID)) reasons.push(REASONS.profession);
+  const patient = input.user_info.patient === true;
+  // A patient has no profession: the patient scopes bound what they get instead.
+  if (!patient && !data.professions.includes(input.user_info.professionOID)) reasons.push(REASONS.profession);
   if (!productAllowed(data, client.product_id, client.product_version)) reasons.push(REASONS.product);
   if (!data.posture_types.includes(client.posture_type)) reasons.push(REASONS.posture);
-  const allowed = allowedScopes(data, input.user_info.repository_owner);
+  const allowed = patient ? patientScopes(data) : allowedScopes(data, input.user_info.repository_owner);
   if (req.scopes.length === 0 || !req.scopes.every((s) => scopeCovered(s, allowed))) reasons.push(REASONS.scopes);
   if (data.audiences.length > 0 && !req.audience.every((a) => data.audiences.includes(a))) reasons.push(REASONS.audiences);
   if ((data.blocked_users ?? []).includes(input.user_info.identifier)) reasons.push(REASONS.user);

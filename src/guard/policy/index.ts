@@ -5,7 +5,7 @@ import type { PolicyData, PolicyEngine } from './types';
 
 export type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput, WorkloadPolicyInput } from './types';
 export { isWorkloadInput } from './types';
-export { allowedScopes } from './scopes';
+export { allowedScopes, patientScopes } from './scopes';
 
 /** POLICY_ENGINE_URL set: OPA; else the embedded engine over POLICY_FILE. */
 export function createPolicyEngine(config: Config, data: PolicyData, timeoutMs: number): PolicyEngine {

@@ -1,5 +1,25 @@
 import type { PolicyData } from './types';
 
+/**
+ * CONTRACT 10: what a patient (authorization-code flow) gets unless POLICY_FILE names
+ * `scopes.patient`. `patient/Appointment.crus` adds search to the contract's `.cru`: an app lists
+ * its user's appointments (the enforcement point and the store limit every answer to them).
+ */
+export const DEFAULT_PATIENT_SCOPES = [
+  'patient/Slot.rs',
+  'patient/Schedule.rs',
+  'patient/HealthcareService.rs',
+  'patient/Practitioner.rs',
+  'patient/CodeSystem.rs',
+  'patient/Appointment.crus',
+  'patient/Patient.r',
+];
+
+/** Scopes a patient may get. */
+export function patientScopes(data: PolicyData): string[] {
+  return [...(data.scopes.patient ?? DEFAULT_PATIENT_SCOPES)];
+}
+
 /** Scopes a requestor may get; owners (REPOSITORY_OWNERS) get the owner scopes in addition. */
 export function allowedScopes(data: PolicyData, repositoryOwner: boolean): string[] {
   return repositoryOwner ? [...data.scopes.requestor, ...data.scopes.owner] : [...data.scopes.requestor];

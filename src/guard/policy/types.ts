@@ -22,6 +22,8 @@ export interface PolicyInput {
     commonName: string;
     organizationName?: string;
     repository_owner: boolean;
+    /** A patient logged in at an IdP (CONTRACT 10): `identifier` is the KVNR, there is no profession. */
+    patient?: boolean;
   };
   authorization_request: AuthorizationRequest;
   delegation_context: null;
@@ -74,7 +76,7 @@ export interface PolicyData {
   /** Empty: only this server's resource (the AS checks `resource` itself). */
   audiences: string[];
   /** `workload`: what workload tokens may be exchanged for (absent: the requestor scopes). */
-  scopes: { requestor: string[]; owner: string[]; workload?: string[] };
+  scopes: { requestor: string[]; owner: string[]; workload?: string[]; patient?: string[] };
   token_ttl: { access_token: number; refresh_token: number };
   blocked_users?: string[];
   blocked_ips?: string[];

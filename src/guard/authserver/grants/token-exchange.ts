@@ -1,4 +1,3 @@
-import { verifyClientStatement } from '../../attestation';
 import type { VerifiedDpopProof } from '../../dpop/verify-dpop-proof';
 import { InvalidRequest, InvalidTarget, UnauthorizedClient } from '../../errors';
 import type { PolicyInput } from '../../policy';
@@ -9,8 +8,8 @@ import { GRANT_TOKEN_EXCHANGE, TOKEN_TYPE_JWT } from '../../../protocol/oauth';
 import { policyAllows } from '../policy-gate';
 import { requestedScopes } from '../scope-request';
 import { verifySubjectToken } from '../subject-token/verify-subject-token';
-import { issueAttestationToken } from '../tokens/attestation-token';
 import { startSession, type TokenResponse } from '../tokens/token-response';
+import { attestClient, clientRegistrationData, withAttestationToken } from './attested-client';
 
 export interface TokenExchangeRequest {
   params: Map<string, string>;
@@ -41,35 +40,13 @@ export async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): P
     anchors: deps.anchors(),
     ocsp: deps.ocsp,
   });
-  const attestation = await verifyClientStatement(
-    r.auth.claims.client_statement,
-    {
-      ctx: deps.ctx,
-      settings: deps.settings,
-      clientId: client.clientId,
-      clientJkt: client.jkt,
-      nonce: r.nonce,
-      registeredPlatform: client.platform,
-      registration: { attestationType: client.attestationType, attestation: client.attestation },
-    },
-    deps.postureVerifiers,
-  );
+  const attestation = await attestClient(deps, r.auth, r.nonce);
   const { card } = subject;
   const repositoryOwner = deps.ctx.config.repositoryOwners.includes(card.telematikId);
   const scopes = requestedScopes(r.params, deps.policyData, repositoryOwner);
   const input: PolicyInput = {
     version: '1.1',
-    client_registration_data: {
-      client_id: client.clientId,
-      product_id: attestation.productId,
-      product_version: attestation.productVersion,
-      platform: attestation.platform,
-      posture_type: attestation.postureType,
-      registration_timestamp: Math.floor(client.issuedAt.getTime() / 1000),
-      attestation_timestamp: attestation.attestationTimestamp,
-      device_info: { os: attestation.os, os_version: attestation.osVersion },
-      attestation_result: { ...attestation.result, ...registrationAttestation(client.attestation) },
-    },
+    client_registration_data: clientRegistrationData(client, attestation),
     user_info: {
       identifier: card.telematikId,
       professionOID: card.professionOid,
@@ -106,15 +83,7 @@ export async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): P
       platform: attestation.platform,
     },
   });
-  if (!attestation.hardware) return tokens;
-  const svcAttToken = await issueAttestationToken(deps.keys, deps.settings, deps.ctx.now(), {
-    clientId: client.clientId,
-    clientJkt: client.jkt,
-    attestationKeyJkt: attestation.hardware.attestationKeyJkt,
-    platform: attestation.platform,
-    ttlSec: tokens.refresh_expires_in,
-  });
-  return { ...tokens, svc_att_token: svcAttToken };
+  return withAttestationToken(deps, tokens, client, attestation);
 }
 
 function parametersArePresent(params: Map<string, string>, deps: GuardDeps): string {
@@ -132,8 +101,3 @@ function clientMayUseGrant(grantTypes: string[]): void {
   if (!grantTypes.includes(GRANT_TOKEN_EXCHANGE)) throw new UnauthorizedClient('this client is not registered for token exchange');
 }
 
-/** What a registration by service attestation token proved, for the policy (`attestation_result.svc_attestation_token`). */
-function registrationAttestation(attestation: Record<string, unknown> | undefined): Record<string, unknown> {
-  const svc = attestation?.svc_attestation_token as { iss: string; platform: string } | undefined;
-  return svc ? { svc_attestation_token: { iss: svc.iss, platform: svc.platform, hardware_bound: true } } : {};
-}

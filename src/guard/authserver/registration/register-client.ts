@@ -5,7 +5,7 @@ import type { RegistrationVerifier } from '../../attestation/registration';
 import { Conflict, InvalidRequest, ResourceNotFound } from '../../errors';
 import type { GuardSettings } from '../../settings';
 import { clientKeyIsRegistered, deleteExpiredPendingClients, insertClient, type ClientRecord, type ClientStatus } from '../clients/client-store';
-import { SUPPORTED_GRANT_TYPES } from '../../../protocol/oauth';
+import { GRANT_AUTHORIZATION_CODE, SUPPORTED_GRANT_TYPES } from '../../../protocol/oauth';
 import { answerTransaction, findTransaction, openTransaction } from './registration-transactions';
 import { EMAIL_CHALLENGE, emailCodeAnswer, mailerFor, MESSAGE_ID, normalizeEmail, openEmailChallenge, resendEmailCode } from './email-code';
 import { keyEncryptionFor } from '../../keys/key-encryption';
@@ -67,6 +67,7 @@ export async function registerClient(
   const { jwk, jkt } = await jwksHoldsOnePublicSigningKey(b);
   const clientName = clientNameIsValid(b);
   const redirectUris = redirectUrisAreValid(b);
+  if (grantTypes.includes(GRANT_AUTHORIZATION_CODE) && !redirectUris?.length) throw new InvalidRequest('redirect_uris must name at least one URL for the authorization_code grant');
   if (attestationType === 'software') softwareSendsNoHardwareMembers(b);
   const email = userEmailFor(b, attestationType);
   const proof = attestationType === 'software' ? undefined : await verifiers.get(attestationType)!.verify(b, { jwk, jkt }, ctx);

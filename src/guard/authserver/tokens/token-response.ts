@@ -28,12 +28,12 @@ function ttlsOf(deps: GuardDeps, decision: PolicyDecision): { accessTtl: number;
 /** A new session (refresh-token family) capped at the first refresh token's lifetime (gemSpec A_25649). */
 export async function startSession(
   deps: GuardDeps,
-  input: { clientId: string; jkt: string; claims: SessionClaims; policyInput: PolicyInput; decision: PolicyDecision },
+  input: { clientId: string; jkt: string; claims: SessionClaims; policyInput: PolicyInput; decision: PolicyDecision; sid?: string },
 ): Promise<TokenResponse> {
   const now = deps.ctx.now();
   const { refreshTtl } = ttlsOf(deps, input.decision);
   const session: Session = {
-    sid: crypto.randomUUID(),
+    sid: input.sid ?? crypto.randomUUID(),
     clientId: input.clientId,
     jkt: input.jkt,
     claims: input.claims,
