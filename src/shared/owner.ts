@@ -4,8 +4,8 @@ import type { Resource } from '@medplum/fhirtypes';
  * The one visibility rule of the repository. Appointments and Subscriptions belong to the
  * institution that created them; everything else, and whatever the repository writes itself,
  * belongs to nobody (`null`) and is visible to all. Repository owners (REPOSITORY_OWNERS) see
- * and manage everything. A patient (CONTRACT 10) sees what they own (their bookings), what
- * belongs to nobody except Patients, and the Patients that carry their insurance number. The
+ * and manage everything. A patient (CONTRACT 10) sees what they own (their bookings), the public
+ * part of what belongs to nobody, and the Patients that carry their insurance number. The
  * store's SQL form of the rule is `scopeSql` in store/search/sql.ts; it must say the same.
  */
 export interface Viewer {
@@ -16,6 +16,13 @@ export interface Viewer {
   /** A patient's insurance number (KVNR). */
   patient?: string;
 }
+
+/**
+ * What a patient sees of what belongs to nobody: calendars, slots, services, practitioners,
+ * places and code systems. Never another person's data (Appointments, Patients, related persons,
+ * answers, encounters, subscriptions), not even the repository's own.
+ */
+export const PUBLIC_TO_PATIENTS: readonly string[] = ['CodeSystem', 'ValueSet', 'Schedule', 'Slot', 'HealthcareService', 'Practitioner', 'PractitionerRole', 'Location'];
 
 /** The identifier system of the German statutory insurance number (KVNR). */
 export const KVID_SYSTEM = 'http://fhir.de/sid/gkv/kvid-10';
@@ -39,7 +46,7 @@ export function canSee(owner: string | null, viewer?: Viewer, resource?: Resourc
   if (!viewer || viewer.seesAll || owner === viewer.institution) return true;
   if (viewer.patient === undefined) return owner === null;
   if (resource?.resourceType === 'Patient') return carriesInsuranceNumber(resource, viewer.patient);
-  return owner === null && resource !== undefined;
+  return owner === null && resource !== undefined && PUBLIC_TO_PATIENTS.includes(resource.resourceType);
 }
 
 /** A Patient with identifier `KVID_SYSTEM|kvnr`. */

@@ -2,7 +2,7 @@ import type { Resource } from '@medplum/fhirtypes';
 import type { Db } from '../db';
 import { isFhirId } from '../../shared/fhir-id';
 import { parseReference } from '../../shared/references';
-import { KVID_SYSTEM, type Viewer } from '../../shared/owner';
+import { KVID_SYSTEM, PUBLIC_TO_PATIENTS, type Viewer } from '../../shared/owner';
 import { parseDateRange, toTimestamp, type DateRange } from './dates';
 import { normalizeString } from './extract';
 import { COMPOUND_INDEXES, searchParam } from './parameters';
@@ -187,7 +187,7 @@ function scopeSql(ctx: Ctx, r: string): string {
   const t = alias(ctx, 'k');
   const carries = `EXISTS (SELECT 1 FROM search_token ${t} WHERE ${t}.resource_type = 'Patient' AND ${t}.id = ${r}.id AND ${t}.param = 'identifier'
     AND ${t}.system = ${p(ctx, KVID_SYSTEM)} AND ${t}.code = ${p(ctx, ctx.scope.patient)})`;
-  return `(${own} OR (${r}.owner IS NULL AND ${r}.resource_type <> 'Patient') OR (${r}.resource_type = 'Patient' AND ${carries}))`;
+  return `(${own} OR (${r}.owner IS NULL AND ${r}.resource_type = ANY(${p(ctx, PUBLIC_TO_PATIENTS)})) OR (${r}.resource_type = 'Patient' AND ${carries}))`;
 }
 
 /** A boolean SQL expression: does resource `r` (alias of a `resource` row) match the filter. */
