@@ -120,11 +120,12 @@ export function providerEntry(issuer: string, clientId: string, extra: Record<st
  * keeps the IdP's cookies, signs in as `login` and consents, until a redirect leaves both the
  * app and the IdP (the app's redirect URI): that URL is returned, not opened.
  */
-export async function browse(app: Express, publicUrl: string, start: string, login: string): Promise<URL> {
+export async function browse(app: Express, publicUrl: string, start: string, login: string, visited: URL[] = []): Promise<URL> {
   const jar = new Map<string, string>();
   let url = new URL(start, publicUrl);
   let form: { action: string; body: string } | undefined;
   for (let hop = 0; hop < 20; hop++) {
+    visited.push(url);
     let status: number;
     let location: string | undefined;
     let html = '';
