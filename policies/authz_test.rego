@@ -135,3 +135,21 @@ test_tpm_pcrs_outside_the_baselines_are_denied if {
 	not authz.allow with input as tpm_practice("cc") with data.tpm.pcr_baselines as [baseline]
 	"pcr_mismatch" in authz.reasons with input as tpm_practice("cc") with data.tpm.pcr_baselines as [baseline]
 }
+
+# A patient (CONTRACT 10): no profession, the patient scopes of the data document.
+patient := object.union(practice, {
+	"user_info": {"identifier": "X485231029", "professionOID": "", "commonName": "X485231029", "repository_owner": false, "patient": true},
+	"authorization_request": {"scopes": ["patient/Appointment.crus", "patient/Slot.rs"], "grant_type": "authorization_code"},
+})
+
+test_a_patient_with_patient_scopes_is_allowed if {
+	authz.allow with input as patient
+}
+
+test_a_patient_may_not_ask_for_system_scopes if {
+	not authz.allow with input as object.union(patient, {"authorization_request": {"scopes": ["system/Slot.rs"]}})
+}
+
+test_a_practice_may_not_ask_for_patient_scopes if {
+	not authz.allow with input as with_scopes(["patient/Appointment.crus"])
+}

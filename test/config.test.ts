@@ -125,4 +125,39 @@ describe('configuration', () => {
     expect(c.publicUrl).toBe('https://t.example');
     expect(c.repositoryOwners).toEqual(['1-A', '2-B']);
   });
+
+  test('OIDC_PROVIDERS_FILE: providers with keys relative to the file, each mistake named', () => {
+    const key = file('idp-client.pem', crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string);
+    const providers = (entries: unknown) => ({ OIDC_PROVIDERS_FILE: file('providers.json', JSON.stringify(entries)) });
+    const good = { iss: 'https://idp.example/', client_id: 'terminus', key: path.basename(key), id_token_decryption_key: path.basename(key) };
+    const [p] = loadConfig(providers([good])).oidcProviders;
+    expect(p).toEqual({
+      iss: 'https://idp.example',
+      name: 'https://idp.example',
+      logoUri: undefined,
+      clientId: 'terminus',
+      clientAuth: 'private_key_jwt',
+      keyFile: key,
+      secret: undefined,
+      idTokenDecryptionKeyFile: key,
+      scopes: ['openid'],
+      userIdClaim: 'sub',
+    });
+    expect(loadConfig({}).oidcProviders).toEqual([]);
+    const fails = (entries: unknown, message: RegExp) => {
+      expect(() => loadConfig(providers(entries))).toThrow(ConfigError);
+      expect(() => loadConfig(providers(entries))).toThrow(message);
+    };
+    fails({}, /JSON array/);
+    fails([{ ...good, iss: 'ftp://idp' }], /entry 0/);
+    fails([good, good], /listed twice/);
+    fails([{ ...good, client_id: '' }], /client_id/);
+    fails([{ ...good, key: undefined }], /private_key_jwt needs key/);
+    fails([{ ...good, key: 'missing.pem' }], /file not found/);
+    fails([{ ...good, key: path.basename(notPem) }], /not a PEM private key/);
+    fails([{ ...good, client_auth: 'client_secret_post', key: undefined }], /needs a secret/);
+    fails([{ ...good, client_auth: 'none' }], /client_auth must be/);
+    fails([{ ...good, scopes: ['openid', 'a b'] }], /scopes/);
+    expect(() => loadConfig({ OIDC_PROVIDERS_FILE: brokenJson })).toThrow(/not readable JSON/);
+  });
 });

@@ -17,22 +17,29 @@ const ERIKA = 'X485231029';
 const MAX = 'A123456789';
 
 let idp: Idp;
+/** A second IdP without PAR, signing but not encrypting id_tokens, our client with a client secret. */
+let plainIdp: Idp;
 let f: BookingFixture;
-let h: { app: BookingFixture['app']; publicUrl: string; urls: ReturnType<typeof endpoints>; now: () => number };
+let h: { app: BookingFixture['app']; publicUrl: string; urls: ReturnType<typeof endpoints>; now: () => number; idpIss: string };
 let patientApp: PatientApp;
 
 beforeAll(async () => {
   const keys = serverKeys();
   idp = await startIdp({ clientId: 'terminus', redirectUri: `${PUBLIC_URL}/svc/v1/redirect`, keys, claims: { [ERIKA]: { name: 'Erika Mustermann' } } });
-  const file = providersFile(keys, [providerEntry(idp.issuer, 'terminus')]);
+  plainIdp = await startIdp({ clientId: 'terminus-plain', redirectUri: `${PUBLIC_URL}/svc/v1/redirect`, keys, par: false, encrypt: false, secret: 'a-long-client-secret-for-the-test-idp' });
+  const file = providersFile(keys, [
+    providerEntry(idp.issuer, 'terminus'),
+    { iss: plainIdp.issuer, name: 'Plain IdP', client_id: 'terminus-plain', client_auth: 'client_secret_post', secret: 'a-long-client-secret-for-the-test-idp' },
+  ]);
   f = await bookingFixture({ env: { GUARD_ENFORCEMENT: 'on', OIDC_PROVIDERS_FILE: file, PUBLIC_URL } });
-  h = { app: f.app, publicUrl: PUBLIC_URL, urls: endpoints(PUBLIC_URL), now: () => Math.floor(f.ctx.now().getTime() / 1000) };
+  h = { app: f.app, publicUrl: PUBLIC_URL, urls: endpoints(PUBLIC_URL), now: () => Math.floor(f.ctx.now().getTime() / 1000), idpIss: idp.issuer };
   patientApp = await registerPatientApp(h);
 });
 
 afterAll(async () => {
   await f?.close();
   await idp?.close();
+  await plainIdp?.close();
 });
 
 /** PAR, then the browser through /authorize, the IdP's forms and the redirection endpoint, to the app's redirect URI. */
@@ -73,7 +80,26 @@ describe('the full flow', () => {
   test('GET /openid-providers lists the configured IdP', async () => {
     const res = await request(f.app).get('/svc/v1/openid-providers');
     expect(res.status).toBe(200);
-    expect(res.body).toEqual([{ iss: idp.issuer, name: 'Test IdP', type: 'oidc' }]);
+    expect(res.body).toEqual([
+      { iss: idp.issuer, name: 'Test IdP', type: 'oidc' },
+      { iss: plainIdp.issuer, name: 'Plain IdP', type: 'oidc' },
+    ]);
+  });
+
+  test('with two IdPs PAR needs idp_iss; an IdP without PAR gets the parameters in the URL, a client secret and a plain signed id_token', async () => {
+    const missing = await par(h, patientApp, pkce().challenge, { idp_iss: undefined });
+    expect(missing.status).toBe(400);
+    expect(missing.body.error_description).toMatch(/idp_iss is required/);
+    const pushed = await par(h, patientApp, pkce().challenge, { idp_iss: plainIdp.issuer });
+    const toIdp = await request(f.app).get(`/svc/v1/authorize?client_id=${patientApp.clientId}&request_uri=${encodeURIComponent(pushed.body.request_uri)}`);
+    const params = new URL(toIdp.headers.location).searchParams;
+    expect(params.get('code_challenge_method')).toBe('S256');
+    expect(params.get('nonce')).toEqual(expect.any(String));
+    expect(params.get('redirect_uri')).toBe(`${PUBLIC_URL}/svc/v1/redirect`);
+    const t = await login(MAX, { form: { idp_iss: plainIdp.issuer } });
+    const res = await redeemCode(h, patientApp, t.landed.searchParams.get('code')!, t.verifier);
+    expect(res.status).toBe(200);
+    expect(decodePayload(res.body.access_token)).toMatchObject({ sub: MAX, idp: plainIdp.issuer });
   });
 
   test('PAR → authorize → IdP login and consent → our code at the app with its state and our iss → DPoP-bound patient tokens', async () => {

@@ -108,8 +108,22 @@ describe('the embedded policy (unit)', () => {
     ['system/*.cruds', ['system/Slot.rs'], false],
     ['patient/Appointment.rs', ['system/*.cruds'], false],
     ['system/Appointment.', ['system/*.cruds'], false],
+    ['patient/Appointment.cr', ['patient/Appointment.crus'], true],
+    ['patient/Slot.rs', ['patient/*.rs'], true],
+    ['system/Appointment.r', ['patient/Appointment.crus'], false],
   ] as const)('scope %s covered by %j: %s', (s, allowed, expected) => {
     expect(scopeCovered(s, [...allowed])).toBe(expected);
+  });
+
+  test('a patient (CONTRACT 10) has no profession and gets the patient scopes, nothing of an institution\'s', () => {
+    const patient = (scopes: string[]) => {
+      const i = input({ scopes });
+      return { ...i, user_info: { identifier: 'X485231029', professionOID: '', commonName: 'X485231029', repository_owner: false, patient: true } };
+    };
+    expect(evaluate(data, patient(['patient/Appointment.crus', 'patient/Slot.rs'])).allow).toBe(true);
+    expect(evaluate(data, patient(['system/Slot.rs']))).toEqual({ allow: false, reasons: ['One or more requested scopes are not allowed'] });
+    expect(evaluate(data, { ...patient(['patient/Slot.rs']), user_info: { ...patient([]).user_info, patient: false } }).reasons).toContain('User profession is not allowed');
+    expect(evaluate({ ...data, scopes: { ...data.scopes, patient: ['patient/Slot.rs'] } }, patient(['patient/Appointment.c'])).allow).toBe(false);
   });
 });
 

@@ -1,6 +1,7 @@
 // A real OpenID provider (panva/oidc-provider) as the upstream IdP of the authorization-code flow,
 // run as its own Node process: oidc-provider is ESM only. Configuration comes as JSON in
-// IDP_CONFIG: { clients: [oidc-provider client metadata], claims?: {accountId: {claim: value}} }.
+// IDP_CONFIG: { clients: [oidc-provider client metadata], claims?: {accountId: {claim: value}},
+// par?: false (no pushed authorization requests) }.
 // Prints `IDP_READY <issuer>` once it listens on 127.0.0.1.
 //
 // For the negative tests, `POST /__tamper` (JSON) makes the next token response carry an id_token
@@ -33,7 +34,7 @@ const provider = new Provider(issuer, {
   cookies: { keys: [crypto.randomBytes(32).toString('hex')] },
   features: {
     devInteractions: { enabled: true },
-    pushedAuthorizationRequests: { enabled: true, requirePushedAuthorizationRequests: false },
+    pushedAuthorizationRequests: { enabled: config.par !== false, requirePushedAuthorizationRequests: false },
     encryption: { enabled: true },
   },
   pkce: { required: () => true },

@@ -52,6 +52,9 @@ export async function startIdp(o: {
   redirectUri: string;
   keys: ReturnType<typeof serverKeys>;
   encrypt?: boolean;
+  /** false: the IdP offers no PAR, and our client authenticates with this secret (client_secret_post). */
+  par?: boolean;
+  secret?: string;
   claims?: Record<string, Record<string, unknown>>;
 }): Promise<Idp> {
   const sigJwk = { ...o.keys.signing.publicKey.export({ format: 'jwk' }), kid: ecThumbprint(o.keys.signing.publicKey), use: 'sig', alg: 'ES256' };
@@ -61,14 +64,13 @@ export async function startIdp(o: {
     redirect_uris: [o.redirectUri],
     response_types: ['code'],
     grant_types: ['authorization_code'],
-    token_endpoint_auth_method: 'private_key_jwt',
-    token_endpoint_auth_signing_alg: 'ES256',
+    ...(o.secret ? { token_endpoint_auth_method: 'client_secret_post', client_secret: o.secret } : { token_endpoint_auth_method: 'private_key_jwt', token_endpoint_auth_signing_alg: 'ES256' }),
     id_token_signed_response_alg: 'ES256',
     jwks: { keys: [sigJwk, encJwk] },
     ...(o.encrypt !== false ? { id_token_encrypted_response_alg: 'ECDH-ES', id_token_encrypted_response_enc: 'A256GCM' } : {}),
   };
   const child = spawn(process.execPath, [path.join(__dirname, '../../helpers/oidc-idp.mjs')], {
-    env: { ...process.env, NODE_OPTIONS: '', IDP_CONFIG: JSON.stringify({ clients: [client], claims: o.claims ?? {} }) },
+    env: { ...process.env, NODE_OPTIONS: '', IDP_CONFIG: JSON.stringify({ clients: [client], claims: o.claims ?? {}, par: o.par }) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const issuer = await new Promise<string>((resolve, reject) => {
@@ -188,7 +190,7 @@ export function pkce(): { verifier: string; challenge: string } {
 type Urls = Harness['urls'] & { par: string };
 
 /** POST /par as the app; `form` overrides or removes (undefined) parameters. */
-export async function par(h: { app: Express; publicUrl: string; urls: Urls; now: () => number }, a: PatientApp, challenge: string, form: Record<string, string | undefined> = {}): Promise<request.Response> {
+export async function par(h: { app: Express; publicUrl: string; urls: Urls; now: () => number; idpIss?: string }, a: PatientApp, challenge: string, form: Record<string, string | undefined> = {}): Promise<request.Response> {
   const assertion = await createClientAssertion(a.clientKey, { clientId: a.clientId, audience: h.publicUrl, now: h.now() });
   const body = {
     response_type: 'code',
@@ -198,6 +200,7 @@ export async function par(h: { app: Express; publicUrl: string; urls: Urls; now:
     code_challenge_method: 'S256',
     scope: 'openid patient/Appointment.crus patient/Slot.rs patient/Patient.r',
     state: 'app-state-1',
+    idp_iss: h.idpIss,
     client_assertion_type: JWT_BEARER,
     client_assertion: assertion,
     ...form,
