@@ -15,6 +15,7 @@ import { decodePayload } from './helpers/harness';
 const PUBLIC_URL = 'http://localhost:8080';
 const ERIKA = 'X485231029';
 const MAX = 'A123456789';
+const DOWN_IDP = 'http://127.0.0.1:9';
 
 let idp: Idp;
 /** A second IdP without PAR, signing but not encrypting id_tokens, our client with a client secret. */
@@ -30,6 +31,8 @@ beforeAll(async () => {
   const file = providersFile(keys, [
     providerEntry(idp.issuer, 'terminus'),
     { iss: plainIdp.issuer, name: 'Plain IdP', client_id: 'terminus-plain', client_auth: 'client_secret_post', secret: 'a-long-client-secret-for-the-test-idp' },
+    // Nothing listens there: an IdP that is down.
+    { iss: DOWN_IDP, name: 'Down IdP', client_id: 'terminus', client_auth: 'client_secret_basic', secret: 'unused-secret' },
   ]);
   f = await bookingFixture({ env: { GUARD_ENFORCEMENT: 'on', OIDC_PROVIDERS_FILE: file, PUBLIC_URL } });
   h = { app: f.app, publicUrl: PUBLIC_URL, urls: endpoints(PUBLIC_URL), now: () => Math.floor(f.ctx.now().getTime() / 1000), idpIss: idp.issuer };
@@ -83,6 +86,7 @@ describe('the full flow', () => {
     expect(res.body).toEqual([
       { iss: idp.issuer, name: 'Test IdP', type: 'oidc' },
       { iss: plainIdp.issuer, name: 'Plain IdP', type: 'oidc' },
+      { iss: DOWN_IDP, name: 'Down IdP', type: 'oidc' },
     ]);
   });
 
@@ -190,6 +194,16 @@ describe('the app side: PAR and the authorization endpoint', () => {
     const again = await request(f.app).get(url);
     expect(again.status).toBe(400);
     expect(again.body.error).toBe('invalid_request');
+  });
+
+  test('an IdP that cannot be reached sends the app temporarily_unavailable with its state', async () => {
+    const pushed = await par(h, patientApp, pkce().challenge, { idp_iss: DOWN_IDP });
+    const res = await request(f.app).get(`/svc/v1/authorize?client_id=${patientApp.clientId}&request_uri=${encodeURIComponent(pushed.body.request_uri)}`);
+    expect(res.status).toBe(302);
+    const landed = new URL(res.headers.location);
+    expect(`${landed.origin}${landed.pathname}`).toBe(APP_REDIRECT);
+    expect(landed.searchParams.get('error')).toBe('temporarily_unavailable');
+    expect(landed.searchParams.get('state')).toBe('app-state-1');
   });
 
   test('a request_uri of another client, or after 60 s, is 400 invalid_request', async () => {
