@@ -5,6 +5,14 @@
  * PGlite + Redis with TERMINUS_TEST_EMBEDDED_REDIS=1. Without DATABASE_URL only the embedded
  * project runs.
  */
+/**
+ * ESM-only dependencies (oauth4webapi): Jest loads them itself through require(esm) on Node 24.9+;
+ * on older Nodes (CI's second runtime, Node 20) it compiles them to CommonJS first. The built
+ * server needs neither: Node's own require(esm) loads them.
+ */
+const [major, minor] = process.versions.node.split('.').map(Number);
+const NATIVE_REQUIRE_ESM = major > 24 || (major === 24 && minor >= 9);
+
 const project = (displayName, setupFiles, testPathIgnorePatterns = []) => ({
   displayName,
   testEnvironment: 'node',
@@ -13,11 +21,9 @@ const project = (displayName, setupFiles, testPathIgnorePatterns = []) => ({
   testPathIgnorePatterns: ['/node_modules/', ...testPathIgnorePatterns],
   transform: {
     '^.+\\.ts$': ['ts-jest', { diagnostics: false }],
-    // ESM-only dependencies, compiled to CommonJS for Jest: Node 20 (CI's second runtime) has no
-    // require(esm) inside Jest; the built server loads them with Node's own require(esm).
-    '/node_modules/oauth4webapi/.+\\.js$': ['ts-jest', { diagnostics: false, tsconfig: { allowJs: true } }],
+    ...(NATIVE_REQUIRE_ESM ? {} : { '/node_modules/oauth4webapi/.+\\.js$': ['ts-jest', { diagnostics: false, tsconfig: { allowJs: true } }] }),
   },
-  transformIgnorePatterns: ['/node_modules/(?!oauth4webapi/)'],
+  ...(NATIVE_REQUIRE_ESM ? {} : { transformIgnorePatterns: ['/node_modules/(?!oauth4webapi/)'] }),
   setupFiles,
   // Generous: the limit must hold on a busy 2-core machine (stress-ng --cpu 4), where spawning a
   // tsx process alone can take half a minute.

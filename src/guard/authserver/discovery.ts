@@ -70,7 +70,7 @@ export function protectedResourceMetadata(settings: GuardSettings, urls: ReturnT
     resource: settings.resource,
     authorization_servers: [settings.issuer],
     jwks_uri: urls.jwks,
-    scopes_supported: allowedScopes(data, true),
+    scopes_supported: [...allowedScopes(data, true), ...patientScopes(data)],
     bearer_methods_supported: ['header'],
     resource_signing_alg_values_supported: ['ES256'],
     resource_name: 'Terminus FHIR appointment repository',
