@@ -6,7 +6,7 @@
  * project runs.
  */
 /**
- * ESM-only dependencies (oauth4webapi): Jest loads them itself through require(esm) on Node 24.9+;
+ * ESM-only dependencies (oauth4webapi, @noble/post-quantum and its @noble parts): Jest loads them itself through require(esm) on Node 24.9+;
  * on older Nodes (CI's second runtime, Node 20) it compiles them to CommonJS first. The built
  * server needs neither: Node's own require(esm) loads them.
  */
@@ -21,9 +21,9 @@ const project = (displayName, setupFiles, testPathIgnorePatterns = []) => ({
   testPathIgnorePatterns: ['/node_modules/', ...testPathIgnorePatterns],
   transform: {
     '^.+\\.ts$': ['ts-jest', { diagnostics: false }],
-    ...(NATIVE_REQUIRE_ESM ? {} : { '/node_modules/oauth4webapi/.+\\.js$': ['ts-jest', { diagnostics: false, tsconfig: { allowJs: true } }] }),
+    ...(NATIVE_REQUIRE_ESM ? {} : { '/node_modules/(oauth4webapi|@noble)/.+\\.js$': ['ts-jest', { diagnostics: false, tsconfig: { allowJs: true } }] }),
   },
-  ...(NATIVE_REQUIRE_ESM ? {} : { transformIgnorePatterns: ['/node_modules/(?!oauth4webapi/)'] }),
+  ...(NATIVE_REQUIRE_ESM ? {} : { transformIgnorePatterns: ['/node_modules/(?!(oauth4webapi|@noble)/)'] }),
   setupFiles,
   // Generous: the limit must hold on a busy 2-core machine (stress-ng --cpu 4), where spawning a
   // tsx process alone can take half a minute.

@@ -10,6 +10,8 @@ import {
   API_VERSION,
   enforcementPoint,
   guardRouter,
+  aslRequired,
+  aslRoutes,
   keyEncryptionFor,
   pepSettings,
   policyEngineReady,
@@ -110,8 +112,10 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv): Express {
   const state = sharedState(ctx);
   const sessions = new RevokedSessions(ctx.db);
   app.use(guardRouter(ctx, { state, sessions }));
+  // CONTRACT 12: the additional security layer; its inner requests run through this very app.
+  app.use(aslRoutes(ctx, { state, app: () => app }));
   // Issue 6: the enforcement point, then the protected application (embedded, or UPSTREAM_URL in proxy mode).
-  app.use('/fhir', enforcementPoint(ctx, { state, sessions, fhir: fhirReachPort(fhir), readBody: fhirBodyText() }), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx, fhir));
+  app.use('/fhir', aslRequired(ctx), enforcementPoint(ctx, { state, sessions, fhir: fhirReachPort(fhir), readBody: fhirBodyText() }), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx, fhir));
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const correlationId = res.locals.requestId as string;
     if (redisUnavailable(ctx, err)) {

@@ -43,6 +43,13 @@ export interface Config {
   workloadIssuers: WorkloadIssuer[];
   /** Upstream identity providers of the authorization-code flow (OIDC_PROVIDERS_FILE, CONTRACT 10). */
   oidcProviders: OidcProvider[];
+  /** The additional security layer (ASL_MODE, CONTRACT 12): off, supported or required (plain /fhir then 403). */
+  aslMode: 'off' | 'supported' | 'required';
+  /** PEM files of the certificate (then its issuer) and key that sign the server's ASL keys; unset outside production: generated. */
+  aslSignerCert?: string;
+  aslSignerKey?: string;
+  /** The environment byte of ASL data frames: 1 in production (PU), 0 otherwise. */
+  aslEnvironment: 0 | 1;
   /** OCSP check of institution card certificates (CARD_OCSP, default if-present). */
   cardOcsp: 'required' | 'if-present' | 'off';
   /** Telematik-IDs of the practice running this repository (management scopes). */
@@ -144,6 +151,19 @@ export function loadConfig(env: Env = process.env): Config {
   if (smtpUrl !== undefined && !/^smtps?:\/\/[^/]/.test(smtpUrl)) throw new ConfigError('SMTP_URL', 'must be an smtp:// or smtps:// URL (nodemailer form, e.g. smtp://user:pass@mail.example.org:587)');
   // Production never writes one-time codes to the log.
   if (production && !smtpUrl) throw new ConfigError('SMTP_URL', 'must be set with NODE_ENV=production (e-mail one-time codes of mobile registrations)');
+  const aslMode = nonEmpty(env, 'ASL_MODE') ?? 'off';
+  if (aslMode !== 'off' && aslMode !== 'supported' && aslMode !== 'required') throw new ConfigError('ASL_MODE', 'must be off, supported or required');
+  const aslSignerCert = certificateFile(env, 'ASL_SIGNER_CERT');
+  const aslSignerKey = existingFile(env, 'ASL_SIGNER_KEY');
+  if ((aslSignerCert === undefined) !== (aslSignerKey === undefined)) throw new ConfigError(aslSignerCert ? 'ASL_SIGNER_KEY' : 'ASL_SIGNER_CERT', 'ASL_SIGNER_CERT and ASL_SIGNER_KEY go together');
+  if (aslSignerKey) {
+    try {
+      crypto.createPrivateKey(fs.readFileSync(aslSignerKey));
+    } catch {
+      throw new ConfigError('ASL_SIGNER_KEY', `${aslSignerKey} is not a PEM private key`);
+    }
+  }
+  if (production && aslMode !== 'off' && !aslSignerCert) throw new ConfigError('ASL_SIGNER_CERT', 'must name the ASL signer certificate with NODE_ENV=production and ASL_MODE on');
   return {
     port,
     host,
@@ -157,6 +177,10 @@ export function loadConfig(env: Env = process.env): Config {
     trustedAttestationIssuers: parseIssuers(env, 'TRUSTED_ATTESTATION_ISSUERS'),
     workloadIssuers: parseWorkloadIssuers(env),
     oidcProviders: parseOidcProviders(env),
+    aslMode,
+    aslSignerCert,
+    aslSignerKey,
+    aslEnvironment: production ? 1 : 0,
     platformATrustAnchors: certificateFile(env, 'PLATFORM_A_TRUST_ANCHORS') ?? projectPath('deploy', 'trust', 'apple-app-attestation-root-ca.pem'),
     platformAAppIds: parsePlatformAAppIds(env),
     platformBTrustAnchors: certificateFile(env, 'PLATFORM_B_TRUST_ANCHORS') ?? projectPath('deploy', 'trust', 'google-hardware-attestation-roots.pem'),

@@ -33,6 +33,8 @@ interface SessionOptions {
   helperCa?: string;
   helperCert?: string;
   helperKey?: string;
+  asl?: boolean;
+  aslProd?: boolean;
 }
 
 /**
@@ -61,7 +63,7 @@ async function withSession<T>(o: SessionOptions, f: (s: ClientSession, store: Ke
 }
 
 /** The server (given or last used) with its card, key and helper (given now or remembered; remembered from now on). */
-function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolean): { server: string; card: string; key: string; helper?: HelperSettings } {
+function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolean): { server: string; card: string; key: string; helper?: HelperSettings; asl?: boolean; aslProduction?: boolean } {
   const server = o.server ?? store.data.lastServer;
   if (!server) throw new LocalError('no server known yet: pass --server URL');
   let origin: string;
@@ -78,7 +80,7 @@ function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolea
   if (card) remembered.cardFile = card;
   if (key) remembered.keyFile = key;
   remembered.helper = helper;
-  return { server: origin, card: card ?? '', key: key ?? '', helper };
+  return { server: origin, card: card ?? '', key: key ?? '', helper, ...(o.asl || o.aslProd ? { asl: true } : {}), ...(o.aslProd ? { aslProduction: true } : {}) };
 }
 
 /**
@@ -125,7 +127,11 @@ function helperSettings(o: SessionOptions, remembered: HelperSettings | undefine
   return remembered;
 }
 
-const serverOption = (c: Command) => c.option('--server <url>', 'the repository origin (PUBLIC_URL); default: the last one used');
+const serverOption = (c: Command) =>
+  c
+    .option('--server <url>', 'the repository origin (PUBLIC_URL); default: the last one used')
+    .option('--asl', 'send /fhir requests through the additional security layer (default: when the server requires it)')
+    .option('--asl-prod', 'the same, to a production (PU) server');
 
 /** Commands that may log in by themselves take the card too (remembered per server after the first login). */
 const withCard = (c: Command) => serverOption(c).option('--card <file>', 'institution card certificate (PEM)').option('--key <file>', 'the card key (PEM)');

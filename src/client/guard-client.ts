@@ -1,3 +1,4 @@
+import { AslChannel } from './asl-channel';
 import { softwareAttestor, type Attestor } from './attestor';
 import { DEFAULT_PRODUCT, type ProductInfo } from './client-statement';
 import { createClientAssertion, createDpopProof, generateEcKey, type EcKey } from './crypto';
@@ -75,6 +76,13 @@ export interface GuardClientOptions {
   onChange?: () => void | Promise<void>;
   /** Upper bound of one backoff wait in ms (default 30 000). */
   maxBackoffMs?: number;
+  /**
+   * Resource requests through the additional security layer (CONTRACT 12): true always, false
+   * never, unset when discovery says `svc_asl_use: required`.
+   */
+  asl?: boolean;
+  /** ASL data frames for a production (PU) server: environment byte 1 instead of 0. */
+  aslProduction?: boolean;
 }
 
 /**
@@ -95,6 +103,7 @@ export class GuardClient {
   private readonly transport: HttpTransport;
   private readonly now: () => number;
   private readonly attestor: Attestor;
+  private asl?: AslChannel;
 
   constructor(private readonly opts: GuardClientOptions) {
     this.transport = opts.transport ?? fetchTransport();
@@ -319,15 +328,34 @@ export class GuardClient {
     return createDpopProof(this.dpopKey, { method, url, accessToken, iat: this.now() });
   }
 
-  /** An authenticated resource request: `Authorization: DPoP <at>` plus a fresh proof. */
+  /**
+   * An authenticated resource request: `Authorization: DPoP <at>` plus a fresh proof; through the
+   * additional security layer when asked to or when the server requires it.
+   */
   async request(method: string, url: string, init: { headers?: Record<string, string>; body?: string } = {}): Promise<HttpResponse> {
     if (!this.tokens) throw new Error('not logged in');
-    return this.transport({
+    const send = this.usesAsl() ? (r: HttpRequest) => this.aslChannel().send(r) : this.transport;
+    return send({
       method,
       url,
       headers: { ...init.headers, authorization: `DPoP ${this.tokens.accessToken}`, dpop: await this.proof(method, url) },
       body: init.body,
     });
+  }
+
+  /** Whether resource requests go through ASL (asked for, or the server requires it). */
+  usesAsl(): boolean {
+    return this.opts.asl ?? this.discovery?.resource.svc_asl_use === 'required';
+  }
+
+  /** A signed resource request sent through the ASL tunnel (its answer decrypted). */
+  sendThroughAsl(req: HttpRequest): Promise<HttpResponse> {
+    return this.aslChannel().send(req);
+  }
+
+  private aslChannel(): AslChannel {
+    this.asl ??= new AslChannel({ origin: new URL(this.opts.server).origin, transport: this.transport, env: this.opts.aslProduction ? 1 : 0, now: this.now });
+    return this.asl;
   }
 
   private async json(req: HttpRequest): Promise<unknown> {

@@ -33,6 +33,9 @@ export interface CreateClientOptions {
   maxBackoffMs?: number;
   /** A key store the caller holds open (the CLI, for the whole command); else opened per write. */
   store?: KeyStore;
+  /** Resource requests through ASL: true always, unset when discovery requires it (GuardClientOptions.asl). */
+  asl?: boolean;
+  aslProduction?: boolean;
 }
 
 /** Refresh this long before the access token expires. */
@@ -102,6 +105,8 @@ export class ClientSession {
         discovery: state.discovery as Discovery | undefined,
         attestor,
         retries: o.retries,
+        asl: o.asl,
+        aslProduction: o.aslProduction,
         backoffMs: o.backoffMs,
         maxBackoffMs: o.maxBackoffMs,
         onChange: () => session?.persist(),
@@ -167,7 +172,9 @@ export class ClientSession {
     for (let attempt = 0; ; attempt++) {
       const headers = new Headers(request.headers);
       await this.sign(request.url, request.method, headers);
-      const res = await fetch(request.url, { method: request.method, headers, body, redirect: request.redirect, signal: init?.signal ?? undefined });
+      const res = this.guard.usesAsl()
+        ? await this.throughAsl(request, headers, body)
+        : await fetch(request.url, { method: request.method, headers, body, redirect: request.redirect, signal: init?.signal ?? undefined });
       if ((res.status === 401 || res.status === 403) && renewals < 2) {
         await res.body?.cancel();
         // First a refresh; if the enforcement point still refuses, one full token exchange.
@@ -183,6 +190,17 @@ export class ClientSession {
       return res;
     }
   };
+
+  /** The signed request through the additional security layer, its inner answer as a fetch Response. */
+  private async throughAsl(request: Request, headers: Headers, body: Buffer | undefined): Promise<Response> {
+    const flat: Record<string, string> = {};
+    headers.forEach((v, k) => {
+      flat[k] = v;
+    });
+    const res = await this.guard.sendThroughAsl({ method: request.method, url: request.url, headers: flat, body });
+    const nullBody = [204, 304].includes(res.status) || request.method === 'HEAD';
+    return new Response(nullBody ? null : (res.bytes ?? res.text), { status: res.status, headers: res.headers });
+  }
 
   /** fhir-kit-client's `requestSigner(url, requestInit)`: signs the request it is about to send. */
   requestSigner = async (url: string, init: { method?: string; headers?: unknown }): Promise<void> => {

@@ -4,7 +4,8 @@ export interface HttpRequest {
   /** Absolute URL as published by the server (PUBLIC_URL based); it is what `htu` and `aud` name. */
   url: string;
   headers: Record<string, string>;
-  body?: string;
+  /** Text, or bytes (ASL frames and handshake messages). */
+  body?: string | Buffer;
 }
 
 export interface HttpResponse {
@@ -13,6 +14,8 @@ export interface HttpResponse {
   text: string;
   /** Parsed JSON body, or undefined. */
   json: unknown;
+  /** The body as bytes (transports that can carry them: fetchTransport does). */
+  bytes?: Buffer;
 }
 
 export type HttpTransport = (req: HttpRequest) => Promise<HttpResponse>;
@@ -29,12 +32,13 @@ export function fetchTransport(opts: { connectTo?: string; timeoutMs?: number } 
       url = `${opts.connectTo.replace(/\/+$/, '')}${published.pathname}${published.search}`;
     }
     const res = await fetch(url, { method: req.method, headers: req.headers, body: req.body, signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000) });
-    const text = await res.text();
+    const bytes = Buffer.from(await res.arrayBuffer());
+    const text = bytes.toString('utf8');
     const headers: Record<string, string> = {};
     res.headers.forEach((v, k) => {
       headers[k] = v;
     });
-    return { status: res.status, headers, text, json: parseJson(text) };
+    return { status: res.status, headers, text, json: parseJson(text), bytes };
   };
 }
 

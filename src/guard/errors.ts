@@ -54,6 +54,7 @@ export const ApiVersionGone = wireError('api_version_gone', 410, 'ApiVersionGone
 export const RateLimitExceeded = wireError('rate_limit_exceeded', 429, 'RateLimitExceeded');
 export const TemporarilyUnavailable = wireError('temporarily_unavailable', 503, 'TemporarilyUnavailable');
 export const ServerError = wireError('server_error', 500, 'ServerError');
+export const AslRequired = wireError('asl_required', 403, 'AslRequired');
 
 export function isGuardError(err: unknown): err is GuardError {
   return err instanceof GuardError;
@@ -72,6 +73,7 @@ export const ERROR_REGISTRY: Record<string, { status: number; meaning: string }>
   invalid_dpop_proof: { status: 400, meaning: 'the DPoP proof fails a check of RFC 9449 section 4.3' },
   use_dpop_nonce: { status: 400, meaning: 'the DPoP proof needs a fresh nonce from the nonce endpoint (see DPoP-Nonce)' },
   invalid_token: { status: 401, meaning: 'the access token is not valid here' },
+  asl_required: { status: 403, meaning: 'ASL_MODE is required: /fhir requests must come through the additional security layer (POST /ASL)' },
   access_denied: { status: 403, meaning: 'subject token or card rejected, or the policy denied (see reasons)' },
   resource_not_found: { status: 404, meaning: 'no such endpoint or API version' },
   conflict: { status: 409, meaning: 'the client instance key is registered already' },

@@ -14,3 +14,4 @@ export { policyEngineReady } from './policy';
 export { issueWorkloadToken, MAX_WORKLOAD_TOKEN_TTL_SEC } from './authserver/workload/issue-workload-token';
 export { SigningKeys } from './keys/signing-keys';
 export { guardSettings } from './settings';
+export { aslRequired, aslRoutes } from './asl/asl-routes';

@@ -31,6 +31,8 @@ export interface GuardSettings {
   rateLimit: { perIp: { limit: number; windowSec: number }; perClient: { limit: number; windowSec: number } };
   /** OPA HTTP timeout before failing closed. */
   policyTimeoutMs: number;
+  /** ASL_MODE, advertised as `svc_asl_use`. */
+  aslMode: Config['aslMode'];
 }
 
 export function guardSettings(config: Config, overrides: Partial<GuardSettings> = {}): GuardSettings {
@@ -53,6 +55,7 @@ export function guardSettings(config: Config, overrides: Partial<GuardSettings> 
       perClient: { limit: config.rateLimitPerClient, windowSec: 60 },
     },
     policyTimeoutMs: 2_000,
+    aslMode: config.aslMode,
     ...overrides,
   };
 }

@@ -2,6 +2,7 @@ import { DPOP_ALGS } from '../dpop/verify-dpop-proof';
 import { allowedScopes, patientScopes, type PolicyData } from '../policy';
 import type { endpoints, GuardSettings } from '../settings';
 import { versionEntries, type ApiVersion } from '../versions';
+import { aslUse } from '../asl/asl-routes';
 import { CLIENT_ASSERTION_ALGS } from './client-auth/verify-client-assertion';
 import { SUPPORTED_GRANT_TYPES } from '../../protocol/oauth';
 import { SUBJECT_TOKEN_ALGS } from './subject-token/verify-subject-token';
@@ -78,7 +79,7 @@ export function protectedResourceMetadata(settings: GuardSettings, urls: ReturnT
     tls_client_certificate_bound_access_tokens: false,
     dpop_signing_alg_values_supported: [...DPOP_ALGS],
     dpop_bound_access_tokens_required: true,
-    svc_asl_use: 'not_supported',
+    svc_asl_use: aslUse(settings.aslMode),
     api_versions_supported: versionEntries(versions, settings.issuer),
   };
 }

@@ -10,9 +10,17 @@ export function supertestTransport(app: Express): HttpTransport {
     const method = req.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch' | 'delete';
     let r = agent[method](`${u.pathname}${u.search}`);
     for (const [k, v] of Object.entries(req.headers)) r = r.set(k, v);
+    // Every answer as bytes (ASL's CBOR and frames too), its text decoded from them.
+    r = r.buffer(true).parse((res, done) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => done(null, Buffer.concat(chunks)));
+    });
     const res = req.body !== undefined ? await r.send(req.body) : await r;
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(res.headers)) headers[k] = Array.isArray(v) ? v.join(', ') : String(v);
-    return { status: res.status, headers, text: res.text ?? '', json: parseJson(res.text ?? '') };
+    const bytes = res.body as Buffer;
+    const text = bytes.toString('utf8');
+    return { status: res.status, headers, text, json: parseJson(text), bytes };
   };
 }
