@@ -8,6 +8,7 @@ import { benchSearch } from './search';
 import { benchSubscriptions } from './subscriptions';
 import { benchTpm } from './tpm';
 import { benchClient } from './client';
+import { benchAsl } from './asl';
 
 /**
  * `npm run bench [name...]`: runs the named benchmarks (all by default) and rewrites their
@@ -21,6 +22,7 @@ const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
   pep: { title: 'Enforcement point: guarded vs unguarded slot search (issue 6)', run: benchPep },
   client: { title: 'Reference client: stress search and book through the library, client overhead per request (issue 11)', run: benchClient },
   tpm: { title: 'Hardware attestation: TPM registration and token exchange beside the software posture (issue 10)', run: benchTpm },
+  asl: { title: 'Additional security layer: handshake, one frame, a slot search through the tunnel (issue 14)', run: benchAsl },
   compare: { title: 'This tree against a baseline revision: enforcement point and search (same run)', run: benchCompare },
 };
 

@@ -151,9 +151,15 @@ describe('the handshake and encrypted requests', () => {
       expect(decryptFrame(hs.k2.s2cAppData, there.body as Buffer)!.toString()).toMatch(/^HTTP\/1\.1 200 /);
       const replayHere = await postFrame(hs.cid, frame(hs, inner, { counter: 1n }), h.app);
       expect(cbor(replayHere).ErrorCode).toBe(101);
-      // Response frames are numbered across instances: the IV counters differ.
-      const back = await postFrame(hs.cid, frame(hs, serializeRequest(await signed('GET', '/fhir/Slot?_count=1')), { counter: 2n }), h.app);
-      expect((back.body as Buffer).readBigUInt64BE(47)).toBe((there.body as Buffer).readBigUInt64BE(47) + 2n);
+      // Response frames are numbered across instances (each takes its own block from the store): no IV repeats.
+      const ivs = [(there.body as Buffer).readBigUInt64BE(47)];
+      for (let i = 2n; i < 6n; i++) {
+        const app = i % 2n === 0n ? h.app : second.app;
+        const res = await postFrame(hs.cid, frame(hs, serializeRequest(await signed('GET', '/fhir/Slot?_count=1')), { counter: i }), app);
+        expect(res.status).toBe(200);
+        ivs.push((res.body as Buffer).readBigUInt64BE(47));
+      }
+      expect(new Set(ivs).size).toBe(ivs.length);
     } finally {
       await second.stop();
     }
@@ -226,10 +232,18 @@ describe('the error rows (CONTRACT 12)', () => {
   });
 
   test('the client re-handshakes once when the server no longer knows its session (unknown CID)', async () => {
-    const c = channel();
-    expect((await c.send(await signed('GET', '/fhir/Slot?_count=1'))).status).toBe(200);
-    await h.ctx.db.query('DELETE FROM asl_session');
-    expect((await c.send(await signed('GET', '/fhir/Slot?_count=1'))).status).toBe(200);
+    // The sessions are dropped from the store; an instance that never held this one sees an unknown CID.
+    const second = composeTerminus({ ...(await createTestContext({ env: { GUARD_ENFORCEMENT: 'on', PUBLIC_URL, ASL_MODE: 'supported' }, db: h.ctx.db })), redis: h.ctx.redis });
+    let target = h.app;
+    const c = new AslChannel({ origin: PUBLIC_URL, transport: (req) => supertestTransport(target)(req), env: 0, now: () => Math.floor(Date.now() / 1000) });
+    try {
+      expect((await c.send(await signed('GET', '/fhir/Slot?_count=1'))).status).toBe(200);
+      await h.ctx.db.query('DELETE FROM asl_session');
+      target = second.app;
+      expect((await c.send(await signed('GET', '/fhir/Slot?_count=1'))).status).toBe(200);
+    } finally {
+      await second.stop();
+    }
     const broken = new AslChannel({ origin: PUBLIC_URL, transport: async () => ({ status: 415, headers: {}, text: '', json: undefined, bytes: Buffer.alloc(0) }), env: 0, now: () => 0 });
     await expect(broken.send(await signed('GET', '/fhir/Slot'))).rejects.toBeInstanceOf(AslClientError);
   });
@@ -271,6 +285,50 @@ describe('ASL_MODE required', () => {
       expect((await request(off.app).get('/.well-known/oauth-protected-resource')).body.svc_asl_use).toBe('not_supported');
     } finally {
       await off.close();
+    }
+  });
+});
+
+describe('server keys', () => {
+  test('a new signed key set after 25 days (each lives 30, as the SDK demands); a handshake finishes with the set it began with', async () => {
+    const { AslServerKeys } = await import('../../src/guard/asl/asl-server-keys');
+    const { AslServer } = await import('../../src/guard/asl/asl-server');
+    const { sharedState } = await import('../../src/guard/state/shared-state');
+    const ctx = await createTestContext({ env: { ASL_MODE: 'supported' } });
+    try {
+      const keys = new AslServerKeys(ctx);
+      const server = new AslServer(ctx, keys, sharedState(ctx));
+      const first = await keys.currentSet();
+      const pub = decodeMap(first.signedPubKeys, 'keys');
+      expect((pub.exp as number) - (pub.iat as number)).toBe(30 * 86400);
+      // A handshake begins with the first set a minute before the rotation point...
+      ctx.clock.advance(25 * 86400_000 - 60_000);
+      const own = generateHybridKeyPair();
+      const m1 = encodeCbor({ MessageType: 'M1', ECDH_PK: own.publicKeys.ecdh, 'ML-KEM-768_PK': Buffer.from(own.publicKeys.mlkem) });
+      const { cid, m2 } = await server.handshake(m1);
+      // ...and M3 comes two minutes later, when new handshakes get the second set.
+      ctx.clock.advance(120_000);
+      const second = await keys.currentSet();
+      expect(second.id).not.toBe(first.id);
+      const msg2 = decodeMap(m2, 'M2');
+      const ssE = decapsulate(own.privateKeys, pointOf(msg2, 'ECDH_ct'), bytesOf(msg2, 'ML-KEM-768_ct'));
+      const k1 = deriveK1(ssE);
+      const signedKeys = decodeMap(open(k1.s2c, bytesOf(msg2, 'AEAD_ct'))!, 'signed');
+      expect(bytesOf(signedKeys, 'signed_pub_keys').equals(first.signedPubKeys)).toBe(true);
+      const enc = encapsulate({ ecdh: pointOf(pub, 'ECDH_PK'), mlkem: bytesOf(pub, 'ML-KEM-768_PK') });
+      const k2 = deriveK2(ssE, enc.sharedSecret);
+      const aeadCt = seal(k1.c2s, encodeCbor({ ECDH_ct: enc.ecdhCt, 'ML-KEM-768_ct': Buffer.from(enc.mlkemCt), ERP: false, ESO: false }));
+      const m3 = encodeCbor({ MessageType: 'M3', AEAD_ct: aeadCt, AEAD_ct_key_confirmation: seal(k2.c2sKeyConfirmation, sha256(m1, m2, aeadCt)) });
+      const m4 = decodeMap(await server.finish(cid, m3), 'M4');
+      expect(open(k2.s2cKeyConfirmation, bytesOf(m4, 'AEAD_ct_key_confirmation'))!.equals(sha256(m1, m2, m3))).toBe(true);
+      // One signer signs both sets: its CertData is served while a set lives; the first set is done after its 30 days.
+      expect(second.certHash.equals(first.certHash)).toBe(true);
+      expect(await keys.certData(`${second.certHash.toString('hex')}-${second.cdv}`)).toBeDefined();
+      ctx.clock.advance(6 * 86400_000);
+      expect(await keys.find(first.id)).toBeUndefined();
+      expect(await new AslServerKeys(ctx).find(first.id)).toBeUndefined();
+    } finally {
+      await ctx.db.close();
     }
   });
 });

@@ -26,6 +26,7 @@ export interface AslServerKeySet {
   privateKeys: HybridPrivateKeys;
   /** CBOR CertData `{cert, ca, rca_chain}` served at `/CertData.<certHash hex>-<cdv>`. */
   certData: Buffer;
+  expiresAt: Date;
 }
 
 /** The signer of the server keys: ASL_SIGNER_CERT + ASL_SIGNER_KEY, or (outside production) a generated self-signed one. */
@@ -44,6 +45,7 @@ interface Row {
   private_keys: string;
   cert_data: Buffer;
   rotate_at: Date;
+  expires_at: Date;
 }
 
 /**
@@ -74,7 +76,7 @@ export class AslServerKeys {
   /** A set by id (a handshake that began with it), while it lives. */
   async find(id: string): Promise<AslServerKeySet | undefined> {
     const hit = this.byId.get(id);
-    if (hit) return hit;
+    if (hit) return hit.expiresAt > this.ctx.now() ? hit : undefined;
     const r = await this.ctx.db.query<Row>('SELECT * FROM asl_server_key WHERE id = $1 AND kek_id = $2 AND expires_at > $3', [id, this.kek.id, this.ctx.now()]);
     return r.rows[0] ? this.fromRow(r.rows[0]) : undefined;
   }
@@ -103,6 +105,7 @@ export class AslServerKeys {
       cdv: row.cdv,
       privateKeys: { ecdh: Buffer.from(priv.ecdh, 'base64'), mlkem: new Uint8Array(Buffer.from(priv.mlkem, 'base64')) },
       certData: Buffer.from(row.cert_data),
+      expiresAt: new Date(row.expires_at),
     };
     this.byId.set(row.id, set);
     return set;
@@ -124,11 +127,12 @@ export class AslServerKeys {
       private_keys: this.kek.seal(Buffer.from(JSON.stringify({ ecdh: keys.privateKeys.ecdh.toString('base64'), mlkem: Buffer.from(keys.privateKeys.mlkem).toString('base64') }))),
       cert_data: encodeCbor({ cert: signer.cert, ca: signer.ca, rca_chain: [] }),
       rotate_at: new Date(now.getTime() + ROTATE_AFTER_SEC * 1000),
+      expires_at: new Date((iat + KEY_LIFETIME_SEC) * 1000),
     };
     await this.ctx.db.query(
       `INSERT INTO asl_server_key (id, signed_pub_keys, signature, cert_hash, cdv, private_keys, kek_id, cert_data, created_at, rotate_at, expires_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING`,
-      [row.id, row.signed_pub_keys, row.signature, row.cert_hash, row.cdv, row.private_keys, this.kek.id, row.cert_data, now, row.rotate_at, new Date((iat + KEY_LIFETIME_SEC) * 1000)],
+      [row.id, row.signed_pub_keys, row.signature, row.cert_hash, row.cdv, row.private_keys, this.kek.id, row.cert_data, now, row.rotate_at, row.expires_at],
     );
     return row;
   }

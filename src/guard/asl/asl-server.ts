@@ -28,6 +28,14 @@ const HANDSHAKE_TTL_SEC = 300;
 /** Frame overhead: header 43, IV 12, tag 16; at least one byte of plaintext. */
 const MIN_FRAME_BYTES = FRAME_HEADER_BYTES + 12 + 16 + 1;
 export const CID_PREFIX = '/ASL/';
+/**
+ * Response frames are numbered by the store in blocks: a replica takes this many numbers with one
+ * statement and counts through them itself, so IVs never repeat across replicas and most frames
+ * cost no statement for it.
+ */
+const COUNTER_BLOCK = 256n;
+/** Established sessions a replica keeps at hand (their keys opened once). */
+const SESSION_CACHE_SIZE = 10_000;
 
 interface Handshake {
   ssE: string;
@@ -39,6 +47,16 @@ interface Established {
   keyId: string;
   c2s: string;
   s2c: string;
+}
+
+/** A session as a replica holds it: its keys, its expiry and the block of response numbers it took. */
+interface Held {
+  keyId: Buffer;
+  c2s: Buffer;
+  s2c: Buffer;
+  expiresAt: Date;
+  next: bigint;
+  end: bigint;
 }
 
 /** What the enforcement point gets from a data frame: the inner request and how to seal its answer. */
@@ -56,6 +74,7 @@ export interface OpenedRequest {
  */
 export class AslServer {
   private readonly kek: KeyEncryption;
+  private readonly held = new Map<string, Held>();
 
   constructor(
     private readonly ctx: AppContext,
@@ -129,31 +148,57 @@ export class AslServer {
   async openRequest(cid: string, frame: Buffer, tracing: boolean): Promise<OpenedRequest> {
     if (tracing && this.ctx.config.aslEnvironment === 1) throw new AslError('illegalTracing', 'illegal key tracing header');
     const now = this.ctx.now();
-    // One statement: the session's keys and the number of this response frame (IVs never repeat across replicas).
-    const r = await this.ctx.db.query<{ sealed: string; enc_ctr: string; expires_at: Date }>(
-      "UPDATE asl_session SET enc_ctr = enc_ctr + 1 WHERE cid = $1 AND state = 'established' AND expires_at > $2 RETURNING sealed, enc_ctr, expires_at",
-      [cid, now],
-    );
-    const row = r.rows[0];
-    if (!row) throw new AslError('unknownCid', `unknown CID: ${cid} is no established session (or it has expired)`);
-    const s = JSON.parse(this.kek.open(row.sealed).toString('utf8')) as Established;
+    const { s, encCtr } = await this.responseNumber(cid, now);
     if (frame.length < MIN_FRAME_BYTES) throw new AslError('badFormat', 'bad format: extended ciphertext');
     const header = parseFrameHeader(frame);
     if (header.version !== FRAME_VERSION) throw new AslError('badFormat', 'bad format: extended ciphertext');
     if (header.env !== this.ctx.config.aslEnvironment) throw new AslError('wrongEnvironment', 'PU/nonPU failure');
     if (header.mode !== MODE_REQUEST) throw new AslError('notRequest', 'is not a request');
-    const keyId = Buffer.from(s.keyId, 'base64');
+    const { keyId } = s;
     if (!crypto.timingSafeEqual(header.keyId, keyId)) throw new AslError('unknownKeyId', 'unknown KeyID');
-    const plaintext = decryptFrame(Buffer.from(s.c2s, 'base64'), frame);
+    const plaintext = decryptFrame(s.c2s, frame);
     if (!plaintext) throw new AslError('decryptionFailure', 'GCM returns FAIL');
-    const fresh = await this.state.firstUse(stateKey('asl-request-counter', `${cid}|${header.requestCounter}`), new Date(row.expires_at), now);
+    const fresh = await this.state.firstUse(stateKey('asl-request-counter', `${cid}|${header.requestCounter}`), s.expiresAt, now);
     if (!fresh) throw new AslError('badRequest', `bad request: request counter ${header.requestCounter} was used before in this session`);
-    const s2c = Buffer.from(s.s2c, 'base64');
-    const encCtr = BigInt(row.enc_ctr);
     return {
       plaintext,
-      sealResponse: (response) => encryptFrame(s2c, { version: FRAME_VERSION, env: this.ctx.config.aslEnvironment, mode: MODE_RESPONSE, requestCounter: header.requestCounter, keyId }, encCtr, response),
+      sealResponse: (response) => encryptFrame(s.s2c, { version: FRAME_VERSION, env: this.ctx.config.aslEnvironment, mode: MODE_RESPONSE, requestCounter: header.requestCounter, keyId }, encCtr, response),
     };
+  }
+
+  /**
+   * The session's keys and the number of this response frame (libasl counts every data POST,
+   * failed ones too). A fresh block of numbers comes from the store when this replica has none
+   * left; the session row answers only while established and unexpired.
+   */
+  private async responseNumber(cid: string, now: Date): Promise<{ s: Held; encCtr: bigint }> {
+    let s = this.held.get(cid);
+    if (s && s.expiresAt <= now) {
+      this.held.delete(cid);
+      s = undefined;
+    }
+    if (!s || s.next > s.end) {
+      const r = await this.ctx.db.query<{ sealed: string; enc_ctr: string; expires_at: Date }>(
+        "UPDATE asl_session SET enc_ctr = enc_ctr + $3 WHERE cid = $1 AND state = 'established' AND expires_at > $2 RETURNING sealed, enc_ctr, expires_at",
+        [cid, now, COUNTER_BLOCK.toString()],
+      );
+      const row = r.rows[0];
+      if (!row) {
+        this.held.delete(cid);
+        throw new AslError('unknownCid', `unknown CID: ${cid} is no established session (or it has expired)`);
+      }
+      const end = BigInt(row.enc_ctr);
+      const keys = s ?? this.opened(row.sealed);
+      s = { ...keys, expiresAt: new Date(row.expires_at), next: end - COUNTER_BLOCK + 1n, end };
+      if (this.held.size >= SESSION_CACHE_SIZE) this.held.delete(this.held.keys().next().value as string);
+      this.held.set(cid, s);
+    }
+    return { s, encCtr: s.next++ };
+  }
+
+  private opened(sealed: string): Pick<Held, 'keyId' | 'c2s' | 's2c'> {
+    const e = JSON.parse(this.kek.open(sealed).toString('utf8')) as Established;
+    return { keyId: Buffer.from(e.keyId, 'base64'), c2s: Buffer.from(e.c2s, 'base64'), s2c: Buffer.from(e.s2c, 'base64') };
   }
 
   private async save(cid: string, state: 'handshaking' | 'established', value: Handshake | Established, ttlSec: number): Promise<void> {
