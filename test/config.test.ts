@@ -160,4 +160,14 @@ describe('configuration', () => {
     fails([{ ...good, scopes: ['openid', 'a b'] }], /scopes/);
     expect(() => loadConfig({ OIDC_PROVIDERS_FILE: brokenJson })).toThrow(/not readable JSON/);
   });
+
+  test('ASL_MODE and its signer', () => {
+    expect(loadConfig({}).aslMode).toBe('off');
+    expect(loadConfig({ ASL_MODE: 'required' })).toMatchObject({ aslMode: 'required', aslEnvironment: 0 });
+    expect(() => loadConfig({ ASL_MODE: 'always' })).toThrow(/ASL_MODE: must be off, supported or required/);
+    expect(() => loadConfig({ ASL_SIGNER_CERT: caPem })).toThrow(/ASL_SIGNER_KEY/);
+    const key = file('asl-key.pem', crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string);
+    expect(loadConfig({ ASL_SIGNER_CERT: caPem, ASL_SIGNER_KEY: key })).toMatchObject({ aslSignerCert: caPem, aslSignerKey: key });
+    expect(() => loadConfig({ ASL_SIGNER_CERT: caPem, ASL_SIGNER_KEY: notPem })).toThrow(/not a PEM private key/);
+  });
 });
