@@ -23,6 +23,8 @@ let home: string;
 const PASSWORD = 'correct horse battery staple';
 /** Scripted answers: the next `count` requests whose path matches get `status` instead of the server's. */
 const script: { match: RegExp; status: number; count: number; retryAfter?: string }[] = [];
+/** Paths the proxy forwarded, in order. */
+const seen: string[] = [];
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cli-'));
@@ -30,10 +32,11 @@ beforeAll(async () => {
   writeDevPki(path.join(dir, 'pki'), createDevPki());
   const port = await freePort();
   origin = `http://127.0.0.1:${port}`;
-  const ctx = await createTestContext({ env: { PUBLIC_URL: origin, GUARD_ENFORCEMENT: 'on', DEMO_DATA: 'true', CARD_TRUST_ANCHORS: path.join(dir, 'pki', 'card-ca.pem'), REPOSITORY_OWNERS: '' } });
+  const ctx = await createTestContext({ env: { PUBLIC_URL: origin, GUARD_ENFORCEMENT: 'on', DEMO_DATA: 'true', CARD_TRUST_ANCHORS: path.join(dir, 'pki', 'card-ca.pem'), REPOSITORY_OWNERS: '', ASL_MODE: 'supported' } });
   server = await startServer({ ...ctx.config, port: 0, host: '127.0.0.1' }, ctx);
   const upstream = new URL(server.url);
   proxy = http.createServer((req, res) => {
+    seen.push(req.url ?? '');
     const s = script.find((x) => x.count > 0 && x.match.test(req.url ?? ''));
     if (s) {
       s.count--;
@@ -131,6 +134,19 @@ test('status, search, book (patient from a file) and cancel', async () => {
   const missing = await cli(['get', 'Appointment/does-not-exist']);
   expect(missing.code).toBe(1);
   expect(missing.stderr).toMatch(/404/);
+});
+
+test('--asl: the same search through the additional security layer (only /ASL paths on the wire)', async () => {
+  const schedules = await cli(['search', 'Schedule', '_count=1']);
+  const schedule = schedules.json.entry[0].resource.id;
+  const before = seen.length;
+  const r = await cli(['search', 'Slot', `schedule=Schedule/${schedule}`, 'status=free', '_count=2', '--asl']);
+  expect(r.stderr).toBe('');
+  expect(r.code).toBe(0);
+  expect(r.json.resourceType).toBe('Bundle');
+  const wire = seen.slice(before);
+  expect(wire.some((p) => p === '/ASL')).toBe(true);
+  expect(wire.some((p) => p.startsWith('/fhir'))).toBe(false);
 });
 
 test('a wrong password: exit 2, a clear message, the file untouched', async () => {
