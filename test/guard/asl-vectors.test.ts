@@ -27,6 +27,7 @@ describe('libasl server vectors (server.rs)', () => {
 
   test('it_handles_finished_handshake: K1 opens M3, the static keys give ss_s, K2 gives the KeyID and app keys, the client key confirmation matches the transcript', () => {
     const k1 = deriveK1(ssE);
+    expect([k1.c2s.toString('hex'), k1.s2c.toString('hex')]).toEqual([h.K1_c2s_derived, h.K1_s2c_derived]);
     const { aeadCt, keyConfirmation } = decodeM3(m3);
     const inner = decodeM3Inner(open(k1.c2s, aeadCt)!);
     const ssS = decapsulate(server, inner.ecdhCt, inner.mlkemCt);
