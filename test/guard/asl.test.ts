@@ -332,3 +332,9 @@ describe('server keys', () => {
     }
   });
 });
+
+test('a body over 1 MiB is 413 with an ASL error object (code 101), not a 500', async () => {
+  const res = await raw(request(h.app).post('/ASL').set('Content-Type', 'application/cbor').send(Buffer.alloc(1024 * 1024 + 10, 0xa0)));
+  expect(res.status).toBe(413);
+  expect(cbor(res)).toMatchObject({ MessageType: 'Error', ErrorCode: 101 });
+});

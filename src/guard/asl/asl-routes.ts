@@ -74,6 +74,11 @@ export function aslRoutes(ctx: AppContext, o: { state: SharedState; app: () => (
     res.type(OCTETS).send(opened.sealResponse(response));
   }));
   router.all(['/ASL', '/ASL/:id'], (_req, res) => void res.status(405).setHeader('Allow', 'POST').end());
+  // A body the parser refuses (over 1 MiB: 413; cut short: 400) is an ASL error object, not a 500.
+  router.use((err: { type?: string; status?: number }, req: Request, res: Response, next: NextFunction) => {
+    if (!/^\/ASL(\/|$)/.test(req.path) || typeof err?.status !== 'number' || err.status < 400 || err.status >= 500) return next(err);
+    res.status(err.status).type(CBOR).send(new AslError('badRequest', `bad request: ${err.type === 'entity.too.large' ? 'the body is larger than 1 MiB' : 'the body cannot be read'}`).body());
+  });
   return router;
 }
 
