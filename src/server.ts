@@ -5,7 +5,7 @@ import { composeTerminus, type Terminus } from './app';
 import { ConfigError, fhirBaseUrl, type Config } from './config';
 import type { AppContext } from './context';
 import { createLogger, type Logger } from './logger';
-import { DataDirInUse, demoResources, migrate, openDb, Repository, type Db } from './store';
+import { DataDirInUse, demoResources, migrate, openDb, preloadSearchParameters, Repository, type Db } from './store';
 import { issue, outcome } from './shared/outcomes';
 import { API_VERSION } from './guard';
 import { preloadValidation } from './model';
@@ -137,8 +137,11 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
   let terminus: Terminus | undefined;
   let started = false;
   try {
-    // Index the R4 definitions now rather than on the first write (about a second).
+    // Index the R4 definitions and the search parameters now rather than on the first write or
+    // search (a second or more each): the first request of a process is as fast as any, and
+    // /readyz answers only once they are there (the server listens after this).
     preloadValidation();
+    preloadSearchParameters();
     if (config.demoData) await loadDemoData(context);
     terminus = composeTerminus(context);
     server = http.createServer(terminus.app);

@@ -55,6 +55,12 @@ export interface Db {
    */
   query<T = Record<string, unknown>>(sql: string, params?: unknown[], opts?: QueryOptions): Promise<QueryResult<T>>;
   transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn` once what this Db wrote is visible to others: after the commit of its transaction
+   * (never on a rollback), or at once outside one. For wake-ups, not for work that must not be
+   * lost: `fn` runs in this process only.
+   */
+  afterCommit(fn: () => void): void;
   close(): Promise<void>;
   /**
    * PGlite only: memory beside the in-process database, shared by every application on it and as
@@ -221,6 +227,10 @@ class PgDb implements Db {
     pool.on('error', () => undefined);
   }
 
+  afterCommit(fn: () => void): void {
+    queueMicrotask(fn);
+  }
+
   async query<T>(sql: string, params: unknown[] = [], opts: QueryOptions = {}): Promise<QueryResult<T>> {
     try {
       const r = await this.pool.query(queryConfig(sql, params, opts));
@@ -245,8 +255,10 @@ class PgDb implements Db {
     client.on('error', onError);
     try {
       await client.query('BEGIN');
-      const result = await fn(new PgTxDb(client));
+      const tx = new PgTxDb(client);
+      const result = await fn(tx);
       await client.query('COMMIT');
+      tx.committed();
       return result;
     } catch (err) {
       broken ??= isConnectionFailure(err) ? err : undefined;
@@ -270,10 +282,25 @@ class PgDb implements Db {
   }
 }
 
-class PgTxDb implements Db {
+/** What a transaction runs once it has committed (`Db.afterCommit`). */
+class CommitHooks {
+  private hooks: (() => void)[] = [];
+  afterCommit(fn: () => void): void {
+    this.hooks.push(fn);
+  }
+  committed(): void {
+    const hooks = this.hooks;
+    this.hooks = [];
+    for (const fn of hooks) queueMicrotask(fn);
+  }
+}
+
+class PgTxDb extends CommitHooks implements Db {
   readonly kind = 'pg' as const;
   readonly inTransaction = true;
-  constructor(private readonly client: PoolClient) {}
+  constructor(private readonly client: PoolClient) {
+    super();
+  }
   async query<T>(sql: string, params: unknown[] = [], opts: QueryOptions = {}): Promise<QueryResult<T>> {
     const r = await this.client.query(queryConfig(sql, params, opts));
     return { rows: r.rows as T[], rowCount: r.rowCount ?? 0 };
@@ -310,12 +337,18 @@ class PgliteDb implements Db {
     return this.exclusive(() => rawQuery<T>(this.pg, sql, params));
   }
 
+  afterCommit(fn: () => void): void {
+    queueMicrotask(fn);
+  }
+
   transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
     return this.exclusive(async () => {
       await this.pg.exec('BEGIN');
       try {
-        const result = await fn(new PgliteTxDb(this.pg));
+        const tx = new PgliteTxDb(this.pg);
+        const result = await fn(tx);
         await this.pg.exec('COMMIT');
+        tx.committed();
         return result;
       } catch (err) {
         await this.pg.exec('ROLLBACK').catch(() => undefined);
@@ -333,10 +366,12 @@ class PgliteDb implements Db {
   }
 }
 
-class PgliteTxDb implements Db {
+class PgliteTxDb extends CommitHooks implements Db {
   readonly kind = 'pglite' as const;
   readonly inTransaction = true;
-  constructor(private readonly pg: PGliteInstance) {}
+  constructor(private readonly pg: PGliteInstance) {
+    super();
+  }
   query<T>(sql: string, params: unknown[] = []): Promise<QueryResult<T>> {
     return rawQuery<T>(this.pg, sql, params);
   }

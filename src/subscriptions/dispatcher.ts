@@ -36,6 +36,7 @@ export class Dispatcher {
   private running?: Promise<void>;
   private queued?: Promise<void>;
   private stopped = false;
+  private nudged = false;
   private purgedAt = -Infinity;
 
   constructor(
@@ -83,12 +84,18 @@ export class Dispatcher {
     this.timer.unref?.();
   }
 
-  /** Nudged after a write: right after its commit, and a few times more for a slow commit. */
+  /**
+   * Nudged after a write has committed (`Db.afterCommit`): one turn, coalesced with the one in
+   * progress and with other nudges of the same moment.
+   */
   nudge(): void {
-    for (const ms of [5, 25, 100, 250]) {
-      const t = setTimeout(() => void this.tick(), ms);
-      t.unref?.();
-    }
+    if (this.nudged) return;
+    this.nudged = true;
+    const t = setTimeout(() => {
+      this.nudged = false;
+      void this.tick();
+    }, 0);
+    t.unref?.();
   }
 
   private async purge(): Promise<void> {

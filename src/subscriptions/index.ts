@@ -15,7 +15,8 @@ export { statusParameters } from './status-parameters';
 /**
  * The write rules of the subscriptions part: ISiKSubscriptionTermin checks on every Subscription a
  * client writes (not on the server's own status changes), and a wake-up of the delivery loop
- * after writes that may create work (a Subscription to handshake, an Appointment event).
+ * once a write that may create work (a Subscription to handshake, an Appointment event) has
+ * committed: one turn then finds it, instead of turns guessing at the commit (issue 15).
  */
 export function subscriptionInterceptors(ctx: AppContext, kek: KeyEncryption, wake: () => void): WriteInterceptor[] {
   return [
@@ -25,10 +26,10 @@ export function subscriptionInterceptors(ctx: AppContext, kek: KeyEncryption, wa
       async beforeWrite(event) {
         if (event.origin === 'system') return;
         await onSubscriptionWrite(ctx, kek, event);
-        wake();
+        event.repo.db.afterCommit(wake);
       },
     },
-    { name: 'subscriptions: wake the delivery loop', types: ['Appointment'], beforeWrite: async () => wake() },
+    { name: 'subscriptions: wake the delivery loop', types: ['Appointment'], beforeWrite: async (event) => event.repo.db.afterCommit(wake) },
   ];
 }
 
