@@ -40,13 +40,14 @@ const cancel = (reason?: string) => ({
 const issueCode = (body: unknown) => (body as OperationOutcome).issue?.[0]?.code;
 const patientRef = (a: Appointment) => a.participant?.find((p) => p.actor?.reference?.startsWith('Patient/'))?.actor?.reference;
 
-describe.each([['store of the project', false], ['embedded store', true]])('patients as users (%s)', (_name, pglite) => {
+// The store is the project's (jest.config.js runs every file on PostgreSQL and on PGlite).
+describe('patients as users', () => {
   let f: BookingFixture;
   let erikasBooking: Appointment;
   let maxsBooking: Appointment;
 
   beforeAll(async () => {
-    f = await bookingFixture({ pglite });
+    f = await bookingFixture();
   });
   afterAll(() => f.close());
 
