@@ -1,4 +1,3 @@
-import crypto from 'node:crypto';
 import type { Appointment, HealthcareService, Patient, QuestionnaireResponse, Reference, RelatedPerson, Schedule, Slot } from '@medplum/fhirtypes';
 import { badRequest, conflict, notFound, OperationOutcomeError, unprocessable } from '../shared/outcomes';
 import { validateResource } from '../model';
@@ -75,7 +74,7 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
   const { meta, ...rest } = proposal;
   const appointment: Appointment = {
     ...rest,
-    id: proposal.id ?? crypto.randomUUID(),
+    ...(proposal.id ? { id: proposal.id } : {}),
     meta: bookedMeta(meta, c),
     status: pending ? 'pending' : 'booked',
     slot: slots.map((s) => ({ reference: `Slot/${s.id}` })),
@@ -83,7 +82,9 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
     ...(supportingInformation.length ? { supportingInformation } : {}),
     ...(extension.length ? { extension } : {}),
   };
-  const stored = (await repo.update(appointment, { owner: ownerOf(c.actor, 'Appointment') })).resource;
+  const owner = { owner: ownerOf(c.actor, 'Appointment') };
+  // A new appointment gets its id here (create: no row to read); a re-booking keeps its own.
+  const stored = proposal.id ? (await repo.update(appointment, owner)).resource : await repo.create(appointment, owner);
   await c.tables.reserve(stored.id as string, scheduleWindows(slots, window), slots.map((s) => s.id));
 
   if (rebooked?.resource) {

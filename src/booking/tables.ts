@@ -36,16 +36,15 @@ export function bookingTables(db: Db): BookingTables {
   return {
     async reserve(appointmentId, windows, slotIds) {
       try {
-        for (const w of windows) {
-          await db.query('INSERT INTO booking_reservation (appointment_id, schedule_id, during) VALUES ($1, $2, $3::tstzrange)', [
-            appointmentId,
-            w.scheduleId,
-            tstzrange(w.window),
-          ]);
-        }
-        for (const slotId of [...new Set(slotIds)]) {
-          await db.query('INSERT INTO booking_slot_hold (slot_id, appointment_id) VALUES ($1, $2)', [slotId, appointmentId]);
-        }
+        // One statement for the booking's windows and slot holds: the constraints check both.
+        await db.query(
+          `WITH reservation AS (
+             INSERT INTO booking_reservation (appointment_id, schedule_id, during)
+             SELECT $1, w.schedule_id, w.during::tstzrange FROM unnest($2::text[], $3::text[]) AS w(schedule_id, during)
+           )
+           INSERT INTO booking_slot_hold (slot_id, appointment_id) SELECT DISTINCT s.slot_id, $1 FROM unnest($4::text[]) AS s(slot_id)`,
+          [appointmentId, windows.map((w) => w.scheduleId), windows.map((w) => tstzrange(w.window)), slotIds],
+        );
       } catch (err) {
         const state = sqlState(err);
         if (state === SqlState.exclusionViolation) throw conflict('The requested time is already booked in this schedule', 'Appointment.start');

@@ -3,3 +3,20 @@
 import './websocket-shim';
 
 export * from '@medplum/core';
+
+import { parseFhirPath, type FhirPathAtom } from '@medplum/core';
+
+const atoms = new Map<string, FhirPathAtom>();
+
+/**
+ * The parsed form of a FHIRPath expression of the (static) profiles and search parameters, parsed
+ * once per process: `evalFhirPathTyped` given a string parses it again on every call.
+ */
+export function compiledFhirPath(expression: string): FhirPathAtom {
+  let atom = atoms.get(expression);
+  if (!atom) {
+    atom = parseFhirPath(expression);
+    atoms.set(expression, atom);
+  }
+  return atom;
+}

@@ -216,7 +216,8 @@ export class Repository {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.inTransaction(async (tx) => {
-          const row = await tx.readRow(type, id, { forUpdate: true });
+          // A server-assigned id (create) names no stored row: nothing to read or lock.
+          const row = mode === 'create' ? undefined : await tx.readRow(type, id, { forUpdate: true });
           if (row && !canSee(row.owner, opts.scope, row.resource)) throw notFound(type, id);
           if (opts.ifMatch !== undefined) {
             if (!row) throw preconditionFailed(`${type}/${id} does not exist; If-Match cannot match`);

@@ -1,5 +1,5 @@
 import type { ElementDefinition, Resource, StructureDefinition } from '@medplum/fhirtypes';
-import { evalFhirPathTyped, parseFhirPath, toTypedValue, type FhirPathAtom, type TypedValue } from '../../shared/medplum';
+import { compiledFhirPath, evalFhirPathTyped, toTypedValue, type TypedValue } from '../../shared/medplum';
 import { ruleViolation, type Finding } from './finding';
 import { checkRequiredBinding } from './required-binding';
 
@@ -47,17 +47,8 @@ function children(node: Node, step: string): Node[] {
   return evalFhirPathTyped(parsed(step.replace('[x]', '')), [node]) as Node[];
 }
 
-// Every write is validated: parse each expression of the (static) profiles once.
-const atoms = new Map<string, FhirPathAtom>();
-
-function parsed(expression: string): FhirPathAtom {
-  let atom = atoms.get(expression);
-  if (!atom) {
-    atom = parseFhirPath(expression);
-    atoms.set(expression, atom);
-  }
-  return atom;
-}
+// Every write is validated: each expression of the (static) profiles is parsed once.
+const parsed = compiledFhirPath;
 
 function checkCardinality(element: ElementDefinition, root: Node, steps: string[], findings: Finding[]): void {
   if (steps.length === 0) return;

@@ -1,5 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { evalFhirPathTyped, toTypedValue, type TypedValue } from '../../shared/medplum';
+import { compiledFhirPath, evalFhirPathTyped, toTypedValue, type TypedValue } from '../../shared/medplum';
 import { parseReference } from '../../shared/references';
 import { parseDateRange, periodRange, type DateRange } from './dates';
 import { COMPOUND_INDEXES, searchParams, type SearchParamDef } from './parameters';
@@ -48,7 +48,7 @@ export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRow
     if (def.code === '_id' || def.code === '_lastUpdated') continue;
     let values: TypedValue[];
     try {
-      values = evalFhirPathTyped(def.expression, root);
+      values = evalFhirPathTyped(compiledFhirPath(def.expression), root);
     } catch {
       continue;
     }
@@ -169,8 +169,8 @@ function pushComposite(out: TokenRow[], def: SearchParamDef, bases: TypedValue[]
     const first: TokenRow[] = [];
     const second: TokenRow[] = [];
     try {
-      for (const v of evalFhirPathTyped(def.components[0], [base])) pushTokens(first, def.code, v);
-      for (const v of evalFhirPathTyped(def.components[1], [base])) pushTokens(second, def.code, v);
+      for (const v of evalFhirPathTyped(compiledFhirPath(def.components[0]), [base])) pushTokens(first, def.code, v);
+      for (const v of evalFhirPathTyped(compiledFhirPath(def.components[1]), [base])) pushTokens(second, def.code, v);
     } catch {
       continue;
     }

@@ -43,6 +43,15 @@ export function clientRegistrationData(client: ClientRecord, attestation: Attest
   };
 }
 
+/**
+ * The policy input's `authorization_request` of a grant that starts a session at this resource
+ * (token exchange, workload exchange, authorization code): the one writer of it.
+ */
+export function authorizationRequest(deps: GuardDeps, scopes: string[], grantType: string, ip: string): PolicyInput['authorization_request'] {
+  const { resource } = deps.settings;
+  return { scopes, resource, audience: [resource], grant_type: grantType, ip_address: ip, http_method: 'POST' };
+}
+
 /** After a hardware attestation the tokens come with a service attestation token (CONTRACT 8). */
 export async function withAttestationToken(deps: GuardDeps, tokens: TokenResponse, client: ClientRecord, attestation: AttestationResult): Promise<TokenResponse> {
   if (!attestation.hardware) return tokens;

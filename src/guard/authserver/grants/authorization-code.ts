@@ -10,7 +10,7 @@ import type { GuardDeps } from '../deps';
 import { policyAllows } from '../policy-gate';
 import { revokeSession } from '../tokens/refresh-tokens';
 import { startSession, type TokenResponse } from '../tokens/token-response';
-import { attestClient, clientRegistrationData, withAttestationToken } from './attested-client';
+import { attestClient, authorizationRequest, clientRegistrationData, withAttestationToken } from './attested-client';
 
 export interface AuthorizationCodeRequest {
   params: Map<string, string>;
@@ -52,14 +52,7 @@ export async function authorizationCodeGrant(deps: GuardDeps, r: AuthorizationCo
     version: '1.1',
     client_registration_data: clientRegistrationData(client, attestation),
     user_info: { identifier: a.user.kvnr, professionOID: '', commonName: a.user.name ?? a.user.kvnr, repository_owner: false, patient: true },
-    authorization_request: {
-      scopes: a.scope,
-      resource: deps.settings.resource,
-      audience: [deps.settings.resource],
-      grant_type: GRANT_AUTHORIZATION_CODE,
-      ip_address: r.ip,
-      http_method: 'POST',
-    },
+    authorization_request: authorizationRequest(deps, a.scope, GRANT_AUTHORIZATION_CODE, r.ip),
     delegation_context: null,
   };
   const decision = await policyAllows(deps, input);

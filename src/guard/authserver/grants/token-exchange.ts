@@ -9,7 +9,7 @@ import { policyAllows } from '../policy-gate';
 import { requestedScopes } from '../scope-request';
 import { verifySubjectToken } from '../subject-token/verify-subject-token';
 import { startSession, type TokenResponse } from '../tokens/token-response';
-import { attestClient, clientRegistrationData, withAttestationToken } from './attested-client';
+import { attestClient, authorizationRequest, clientRegistrationData, withAttestationToken } from './attested-client';
 
 export interface TokenExchangeRequest {
   params: Map<string, string>;
@@ -54,14 +54,7 @@ export async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): P
       ...(card.organizationName ? { organizationName: card.organizationName } : {}),
       repository_owner: repositoryOwner,
     },
-    authorization_request: {
-      scopes,
-      resource: deps.settings.resource,
-      audience: [deps.settings.resource],
-      grant_type: GRANT_TOKEN_EXCHANGE,
-      ip_address: r.ip,
-      http_method: 'POST',
-    },
+    authorization_request: authorizationRequest(deps, scopes, GRANT_TOKEN_EXCHANGE, r.ip),
     delegation_context: null,
   };
   const decision = await policyAllows(deps, input);

@@ -10,6 +10,7 @@ import { consumeOnce } from '../../state/replay-cache';
 import { hitRateLimit, rateLimitHeaders } from '../../state/rate-limit';
 import type { GuardDeps } from '../deps';
 import { policyAllows } from '../policy-gate';
+import { authorizationRequest } from './attested-client';
 import { issueAccessToken, type SessionClaims } from '../tokens/access-token';
 import { createSession } from '../tokens/refresh-tokens';
 import { subjectAllowed, WorkloadIssuerUnreachable } from '../workload/workload-issuers';
@@ -56,7 +57,7 @@ export async function workloadExchange(deps: GuardDeps, r: { params: Map<string,
   const input: WorkloadPolicyInput = {
     version: '1.1',
     workload: { iss: issuer.issuer, sub, aud },
-    authorization_request: { scopes, resource: deps.settings.resource, audience: [deps.settings.resource], grant_type: GRANT_TOKEN_EXCHANGE, ip_address: r.ip, http_method: 'POST' },
+    authorization_request: authorizationRequest(deps, scopes, GRANT_TOKEN_EXCHANGE, r.ip),
   };
   const decision = await policyAllows(deps, input, 'policy_denied');
   const ttlSec = decision.ttl?.access_token ?? deps.settings.accessTokenTtlSec;
