@@ -23,6 +23,8 @@ export interface Config {
   tpmEkTrustAnchors?: string;
   /** Lifetime of a pending registration transaction (REGISTRATION_TTL_SECONDS, default 600). */
   registrationTtlSec: number;
+  /** Calendar window search results kept per process (SEARCH_CACHE_ENTRIES, default 1000; 0: no cache). */
+  searchCacheEntries: number;
   /** Other guard instances whose `svc_att_token` this guard accepts at registration (TRUSTED_ATTESTATION_ISSUERS). */
   trustedAttestationIssuers: string[];
   /** Roots of Apple App Attest chains (PLATFORM_A_TRUST_ANCHORS; default Apple's root, shipped). */
@@ -174,6 +176,7 @@ export function loadConfig(env: Env = process.env): Config {
     cardTrustAnchors,
     tpmEkTrustAnchors: certificateFile(env, 'TPM_EK_TRUST_ANCHORS'),
     registrationTtlSec: parsePositiveInt(env, 'REGISTRATION_TTL_SECONDS', 600),
+    searchCacheEntries: parseNonNegativeInt(env, 'SEARCH_CACHE_ENTRIES', 1000),
     trustedAttestationIssuers: parseIssuers(env, 'TRUSTED_ATTESTATION_ISSUERS'),
     workloadIssuers: parseWorkloadIssuers(env),
     oidcProviders: parseOidcProviders(env),
@@ -496,6 +499,14 @@ function parsePositiveInt(env: Env, name: string, dflt: number): number {
   if (v === undefined) return dflt;
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1) throw new ConfigError(name, `must be a positive integer, got "${v}"`);
+  return n;
+}
+
+function parseNonNegativeInt(env: Env, name: string, dflt: number): number {
+  const v = nonEmpty(env, name);
+  if (v === undefined) return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new ConfigError(name, `must be a non-negative integer, got "${v}"`);
   return n;
 }
 

@@ -3,7 +3,7 @@ import { Router, type NextFunction, type Request, type Response } from 'express'
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import type { Jobs } from '../jobs';
-import { Repository, StoreUnavailable, type WriteInterceptor } from '../store';
+import { Repository, SearchWindowCache, StoreUnavailable, type WriteInterceptor } from '../store';
 import { BODY_LIMIT, fhirBodyText, parsedBody } from './body';
 import { FHIR_JSON, FHIR_XML, FhirFormatError, MalformedUrl, negotiateFormat, parseJson, pathSegments, queryPairs, toXml } from '../model';
 import { handle, route, unknownOperation } from './interactions';
@@ -19,7 +19,7 @@ import { fhirBaseUrl } from '../config';
  */
 export function fhirEnv(ctx: AppContext, parts: { interceptors: readonly WriteInterceptor[]; jobs: Jobs }): FhirEnv {
   const baseUrl = fhirBaseUrl(ctx.config);
-  const env: FhirEnv = { ctx, baseUrl, origin: 'rest', repo: new Repository(ctx.db, baseUrl, ctx.now, parts.interceptors), operations: fhirOperations(), jobs: parts.jobs };
+  const env: FhirEnv = { ctx, baseUrl, origin: 'rest', repo: new Repository(ctx.db, baseUrl, ctx.now, parts.interceptors, ctx.config.searchCacheEntries > 0 ? new SearchWindowCache(ctx.config.searchCacheEntries) : undefined), operations: fhirOperations(), jobs: parts.jobs };
   parts.jobs.define(FHIR_REQUEST_JOB, fhirRequestJob(env));
   return env;
 }

@@ -42,3 +42,10 @@ export const deliveries = new Counter({
   labelNames: ['type', 'outcome'] as const,
   registers: [metricsRegistry],
 });
+
+export const searchCache = new Counter({
+  name: 'terminus_search_cache_total',
+  help: 'Calendar window searches (store/search/window-cache.ts) answered from the cache (hit) or the store (miss)',
+  labelNames: ['result'] as const,
+  registers: [metricsRegistry],
+});

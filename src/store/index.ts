@@ -11,5 +11,6 @@ export * from './search/extract';
 export * from './search/parameters';
 export * from './search/query';
 export * from './search/sql';
+export * from './search/window-cache';
 export * from './write-interceptors';
 export * from './outbox';

@@ -4,8 +4,10 @@ import { gone, notFound, preconditionFailed } from '../shared/outcomes';
 import { canSee, type Viewer, type Writer } from '../shared/owner';
 import { SqlState, sqlState, type Db } from './db';
 import { toTimestamp } from './search/dates';
-import { extractIndexRows, type IndexRows } from './search/extract';
+import { extractIndexRows, type CompoundRow, type IndexRows } from './search/extract';
+import { COMPOUND_INDEXES } from './search/parameters';
 import { executeSearch, type SearchRequest, type SearchResult } from './search/sql';
+import type { SearchWindowCache } from './search/window-cache';
 import type { WriteEvent, WriteInterceptor, WriteOrigin } from './write-interceptors';
 
 /**
@@ -60,11 +62,13 @@ export class Repository {
     readonly baseUrl: string,
     readonly now: () => Date = () => new Date(),
     private readonly interceptors: readonly WriteInterceptor[] = [],
+    /** Results of calendar window searches (SEARCH_CACHE_ENTRIES); none: every search asks the store. */
+    private readonly searchCache?: SearchWindowCache,
   ) {}
 
   /** The same repository (transaction, lock cache, interceptors) writing for `origin` and `writer`. */
   actingAs(origin: WriteOrigin, writer?: Writer): Repository {
-    const view = new Repository(this.db, this.baseUrl, this.now, this.interceptors);
+    const view = new Repository(this.db, this.baseUrl, this.now, this.interceptors, this.searchCache);
     view.locked = this.locked;
     view.acting = { origin, writer };
     return view;
@@ -72,7 +76,7 @@ export class Repository {
 
   /** The same repository (interceptors, origin) on another Db: a job's transaction. */
   on(db: Db): Repository {
-    const bound = new Repository(db, this.baseUrl, this.now, this.interceptors);
+    const bound = new Repository(db, this.baseUrl, this.now, this.interceptors, this.searchCache);
     bound.acting = this.acting;
     return bound;
   }
@@ -181,6 +185,7 @@ export class Repository {
         const dates: unknown[][] = [];
         const strings: unknown[][] = [];
         const compounds: unknown[][] = [];
+        const windows = new Map<string, [string, string, number]>();
         for (const r of stored) {
           const idx = extractIndexRows(r, this.baseUrl);
           const key = [r.resourceType, r.id];
@@ -189,12 +194,14 @@ export class Repository {
           dates.push(...idx.dates.map((d) => [...key, d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
           strings.push(...idx.strings.map((x) => [...key, x.param, x.norm, x.exact]));
           compounds.push(...idx.compounds.map((c) => [...key, c.ref, c.code, rangeLiteral(c.range)]));
+          for (const c of idx.compounds) windows.set(`${r.resourceType}|${c.ref}|${generationDay(c.range.low)}`, [r.resourceType, c.ref, generationDay(c.range.low)]);
         }
         await insertMany(tx.db, 'search_token (resource_type, id, param, system, code)', tokens);
         await insertMany(tx.db, 'search_reference (resource_type, id, param, target_type, target_id, target_url)', refs);
         await insertMany(tx.db, 'search_date (resource_type, id, param, low, high)', dates);
         await insertMany(tx.db, 'search_string (resource_type, id, param, norm, exact)', strings);
         await insertMany(tx.db, 'search_compound (resource_type, id, ref, code, during)', compounds);
+        await raiseGenerations(tx.db, [...windows.values()]);
       });
     }
   }
@@ -206,7 +213,9 @@ export class Repository {
   }
 
   search(request: SearchRequest, scope?: AccessScope): Promise<SearchResult> {
-    return executeSearch(this.db, request, { scope, now: this.now(), baseUrl: this.baseUrl });
+    const opts = { scope, now: this.now(), baseUrl: this.baseUrl };
+    if (!this.searchCache) return executeSearch(this.db, request, opts);
+    return this.searchCache.search(this.db, request, opts, () => executeSearch(this.db, request, opts));
   }
 
   private async write(resource: Resource, opts: WriteOptions, mode: 'create' | 'update'): Promise<{ resource: Resource; created: boolean }> {
@@ -277,8 +286,30 @@ export function checkIfMatch(ifMatch: string | undefined, current: number): void
 const INDEX_TABLES = ['search_token', 'search_reference', 'search_date', 'search_string', 'search_compound'];
 
 async function deleteIndexes(db: Db, type: string, id: string): Promise<void> {
-  const ctes = INDEX_TABLES.map((t, i) => `del${i} AS (DELETE FROM ${t} WHERE resource_type = $1 AND id = $2)`);
-  await db.query(`WITH ${ctes.join(', ')} SELECT 1`, [type, id]);
+  const windowed = COMPOUND_INDEXES[type] !== undefined;
+  const params: unknown[] = [type, id];
+  const ctes = INDEX_TABLES.map((t, i) => `del${i} AS (DELETE FROM ${t} WHERE resource_type = $1 AND id = $2${t === 'search_compound' && windowed ? ' RETURNING ref, during' : ''})`);
+  if (windowed) ctes.push(generationCte(params, `del${INDEX_TABLES.indexOf('search_compound')}`, []));
+  await db.query(`WITH ${ctes.join(', ')} SELECT 1`, params);
+}
+
+/** Days since 1970-01-01 (UTC) of a compound row's date: the unit of search_generation. */
+export function generationDay(ms: number): number {
+  return Math.floor(ms / 86_400_000);
+}
+
+/**
+ * The CTE raising the generation (migrations/004) of every (reference, day) whose compound rows a
+ * write removes (`removed`: a CTE returning `ref, during`) or adds: part of the write's own
+ * statement, so it commits or rolls back with it. Rows are locked in one order (ref, day).
+ */
+function generationCte(params: unknown[], removed: string | undefined, added: CompoundRow[]): string {
+  params.push(added.map((c) => c.ref), added.map((c) => generationDay(c.range.low)));
+  const fresh = `SELECT a.ref, a.day FROM unnest($${params.length - 1}::text[], $${params.length}::int[]) AS a(ref, day)`;
+  const old = removed ? `SELECT ref, floor(extract(epoch FROM lower(during)) / 86400)::int AS day FROM ${removed} WHERE isfinite(lower(during)) UNION ` : '';
+  return `gen AS (INSERT INTO search_generation (resource_type, ref, day, generation)
+    SELECT $1, g.ref, g.day, 1 FROM (${old}${fresh}) g ORDER BY g.ref, g.day
+    ON CONFLICT (resource_type, ref, day) DO UPDATE SET generation = search_generation.generation + 1)`;
 }
 
 /** The write of one version as one SQL statement: resource row, version row, index rows. */
@@ -293,7 +324,8 @@ function writeStatement(
       : 'res AS (INSERT INTO resource (resource_type, id, version_id, last_updated, deleted, owner, content) VALUES ($1, $2, $3, $4, false, $6::text, $5))',
     'ver AS (INSERT INTO resource_version (resource_type, id, version_id, last_updated, deleted, content) VALUES ($1, $2, $3, $4, false, $5))',
   ];
-  if (w.exists) INDEX_TABLES.forEach((t, i) => ctes.push(`del${i} AS (DELETE FROM ${t} WHERE resource_type = $1 AND id = $2)`));
+  const windowed = COMPOUND_INDEXES[w.type] !== undefined;
+  if (w.exists) INDEX_TABLES.forEach((t, i) => ctes.push(`del${i} AS (DELETE FROM ${t} WHERE resource_type = $1 AND id = $2${t === 'search_compound' && windowed ? ' RETURNING ref, during' : ''})`));
   const insert = (name: string, table: string, columns: string[], values: unknown[][]) => {
     if (values.length === 0) return;
     const tuples = values.map((row) => `($1, $2, ${row.map((v) => (params.push(v), `$${params.length}`)).join(', ')})`);
@@ -304,6 +336,7 @@ function writeStatement(
   insert('ins_date', 'search_date', ['param', 'low', 'high'], rows.dates.map((d) => [d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
   insert('ins_string', 'search_string', ['param', 'norm', 'exact'], rows.strings.map((x) => [x.param, x.norm, x.exact]));
   insert('ins_compound', 'search_compound', ['ref', 'code', 'during'], rows.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range)]));
+  if (windowed) ctes.push(generationCte(params, w.exists ? `del${INDEX_TABLES.indexOf('search_compound')}` : undefined, rows.compounds));
   return { sql: `WITH ${ctes.join(',\n')} SELECT 1`, params };
 }
 
@@ -312,6 +345,17 @@ function rangeLiteral(range: { low: number; high: number }): string {
   return `[${toTimestamp(range.low)},${toTimestamp(range.high)}]`;
 }
 
+
+/** bulkLoad's new compound rows raise the generations of their (type, reference, day). */
+async function raiseGenerations(db: Db, rows: [string, string, number][]): Promise<void> {
+  if (rows.length === 0) return;
+  await db.query(
+    `INSERT INTO search_generation (resource_type, ref, day, generation)
+     SELECT g.t, g.ref, g.day, 1 FROM unnest($1::text[], $2::text[], $3::int[]) AS g(t, ref, day) ORDER BY g.t, g.ref, g.day
+     ON CONFLICT (resource_type, ref, day) DO UPDATE SET generation = search_generation.generation + 1`,
+    [rows.map((r) => r[0]), rows.map((r) => r[1]), rows.map((r) => r[2])],
+  );
+}
 
 /** Multi-row INSERT, split to stay under PostgreSQL's 65535 bind parameters. */
 async function insertMany(db: Db, target: string, rows: unknown[][]): Promise<void> {

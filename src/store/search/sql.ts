@@ -103,18 +103,11 @@ export async function executeSearch(db: Db, request: SearchRequest, opts: { scop
  * code): one GiST scan yields exactly the matches of those filters, which then need no probes.
  */
 function compoundDriver(ctx: Ctx, request: SearchRequest, typeParam: string): { source: string; covered: Set<number> } | undefined {
-  const cfg = COMPOUND_INDEXES[request.resourceType];
-  if (!cfg) return undefined;
-  const plain = (f: Filter) => !f.chain.length && !f.has && !f.modifier;
-  const refIndex = request.filters.findIndex((f) => f.param === cfg.reference && plain(f) && f.values.length === 1);
-  const dateIndex = request.filters.findIndex((f) => f.param === cfg.date && plain(f) && (f.allOf || f.values.length === 1));
-  if (refIndex < 0 || dateIndex < 0) return undefined;
-  const ref = localReference(ctx, request.resourceType, cfg.reference, request.filters[refIndex].values[0]);
-  if (!ref) return undefined;
-  const tokenIndex = request.filters.findIndex((f) => f.param === cfg.token && plain(f) && f.values.length === 1 && !f.values[0].includes('|'));
+  const found = compoundFilters(request, ctx.baseUrl);
+  if (!found) return undefined;
+  const { ref, refIndex, dateIndex, tokenIndex, window } = found;
   const c = alias(ctx, 'c');
   const dates = request.filters[dateIndex].values;
-  const window = boundingWindow(dates);
   const conditions = [
     `${c}.resource_type = ${typeParam}`,
     `${c}.ref = ${p(ctx, ref)}`,
@@ -126,9 +119,34 @@ function compoundDriver(ctx: Ctx, request: SearchRequest, typeParam: string): { 
   return { source: `(SELECT DISTINCT ${c}.resource_type, ${c}.id FROM search_compound ${c} WHERE ${conditions.join(' AND ')}) r`, covered };
 }
 
+/** The filters of a request the compound index can drive, and the reference target and date window they ask for. */
+export interface CompoundFilters {
+  ref: string;
+  refIndex: number;
+  dateIndex: number;
+  /** -1: no token filter the index covers. */
+  tokenIndex: number;
+  /** Bounds every match's date lies in (possibly infinite). */
+  window: DateRange;
+}
+
+/** The compound index (COMPOUND_INDEXES) fits: one local reference target and a date filter, plain. */
+export function compoundFilters(request: SearchRequest, baseUrl: string): CompoundFilters | undefined {
+  const cfg = COMPOUND_INDEXES[request.resourceType];
+  if (!cfg) return undefined;
+  const plain = (f: Filter) => !f.chain.length && !f.has && !f.modifier;
+  const refIndex = request.filters.findIndex((f) => f.param === cfg.reference && plain(f) && f.values.length === 1);
+  const dateIndex = request.filters.findIndex((f) => f.param === cfg.date && plain(f) && (f.allOf || f.values.length === 1));
+  if (refIndex < 0 || dateIndex < 0) return undefined;
+  const ref = localReference(baseUrl, request.resourceType, cfg.reference, request.filters[refIndex].values[0]);
+  if (!ref) return undefined;
+  const tokenIndex = request.filters.findIndex((f) => f.param === cfg.token && plain(f) && f.values.length === 1 && !f.values[0].includes('|'));
+  return { ref, refIndex, dateIndex, tokenIndex, window: boundingWindow(request.filters[dateIndex].values) };
+}
+
 /** `Type/id` of a reference search value that points into this repository, else undefined. */
-function localReference(ctx: Ctx, type: string, param: string, value: string): string | undefined {
-  const local = value.startsWith(`${ctx.baseUrl}/`) ? value.slice(ctx.baseUrl.length + 1) : value;
+function localReference(baseUrl: string, type: string, param: string, value: string): string | undefined {
+  const local = value.startsWith(`${baseUrl}/`) ? value.slice(baseUrl.length + 1) : value;
   if (/^[a-z]+:/i.test(local)) return undefined;
   const parsed = parseReference(local);
   if (parsed && local.includes('/')) return `${parsed.type}/${parsed.id}`;

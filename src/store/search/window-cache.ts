@@ -1,0 +1,122 @@
+import type { Resource } from '@medplum/fhirtypes';
+import { searchCache } from '../../shared/metrics';
+import type { Viewer } from '../../shared/owner';
+import type { Db } from '../db';
+import { compoundFilters, type SearchRequest, type SearchResult } from './sql';
+
+const DAY_MS = 86_400_000;
+
+/** What a cached result depends on: one reference target's compound rows in a range of days. */
+interface Window {
+  type: string;
+  ref: string;
+  firstDay: number;
+  lastDay: number;
+}
+
+interface Entry {
+  stamp: string;
+  result: SearchResult;
+}
+
+/**
+ * Results of the common calendar query (ISiK: `Slot?schedule=X&status=free&start=ge..&start=le..`),
+ * kept per request shape and viewer (issue 15). Such a search depends only on the resources with
+ * compound rows of that reference in those days, and every write of one raises the generation of
+ * its (reference, day) in the write's own statement (migrations/004, store/repository.ts): a
+ * cached result is used while the sum of its days' generations is what it was when the result
+ * was read. That sum is one indexed statement instead of the search, asked of the shared store,
+ * so a replica never answers from a result another replica's committed write made stale, and a
+ * write rolled back changes nothing.
+ *
+ * The stamp is read before the search: a write committed in between makes the entry look stale at
+ * once (a miss, never a stale hit). Searches inside a transaction, with includes, chains, `_has`
+ * or `ap` dates, or without a bounded window go to the store. Results are frozen: every request
+ * served from one entry shares its objects. Least recently used entries go first.
+ */
+export class SearchWindowCache {
+  private readonly entries = new Map<string, Entry>();
+  /** Concurrent misses of one key and stamp share one search. */
+  private readonly pending = new Map<string, Promise<SearchResult>>();
+
+  constructor(readonly maxEntries: number) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  async search(db: Db, request: SearchRequest, opts: { scope?: Viewer; baseUrl: string }, run: () => Promise<SearchResult>): Promise<SearchResult> {
+    const window = db.inTransaction ? undefined : cacheableWindow(request, opts.baseUrl);
+    if (!window) return run();
+    const key = `${JSON.stringify(request)}\u0000${viewerKey(opts.scope)}\u0000${opts.baseUrl}`;
+    const stamp = await readStamp(db, window);
+    const entry = this.entries.get(key);
+    if (entry && entry.stamp === stamp) {
+      this.entries.delete(key); // most recently used last
+      this.entries.set(key, entry);
+      searchCache.inc({ result: 'hit' });
+      return entry.result;
+    }
+    searchCache.inc({ result: 'miss' });
+    const flight = `${key}\u0000${stamp}`;
+    let shared = this.pending.get(flight);
+    if (!shared) {
+      shared = run()
+        .then((result) => {
+          this.remember(key, { stamp, result: frozen(result) });
+          return result;
+        })
+        .finally(() => this.pending.delete(flight));
+      this.pending.set(flight, shared);
+    }
+    return shared;
+  }
+
+  private remember(key: string, entry: Entry): void {
+    this.entries.delete(key);
+    this.entries.set(key, entry);
+    while (this.entries.size > this.maxEntries) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest === undefined) break;
+      this.entries.delete(oldest);
+    }
+  }
+}
+
+/**
+ * The days a request's matches can lie in, when the compound index drives it and nothing else
+ * (other resources, the clock) can change its result. The compound date parameters are instants
+ * (Slot.start), so a match's day is at most one before the window's start.
+ */
+export function cacheableWindow(request: SearchRequest, baseUrl: string): Window | undefined {
+  if (request.include.length || request.revinclude.length) return undefined;
+  if (request.filters.some((f) => f.chain.length || f.has || f.values.some((v) => v.startsWith('ap')))) return undefined;
+  const found = compoundFilters(request, baseUrl);
+  if (!found || !Number.isFinite(found.window.low) || !Number.isFinite(found.window.high)) return undefined;
+  return { type: request.resourceType, ref: found.ref, firstDay: Math.floor(found.window.low / DAY_MS) - 1, lastDay: Math.floor(found.window.high / DAY_MS) };
+}
+
+async function readStamp(db: Db, w: Window): Promise<string> {
+  const { rows } = await db.query<{ stamp: string }>(
+    'SELECT coalesce(sum(generation), 0)::text AS stamp FROM search_generation WHERE resource_type = $1 AND ref = $2 AND day BETWEEN $3 AND $4',
+    [w.type, w.ref, w.firstDay, w.lastDay],
+    { prepare: true },
+  );
+  return rows[0]?.stamp ?? '0';
+}
+
+function viewerKey(scope: Viewer | undefined): string {
+  if (!scope || scope.seesAll) return '*';
+  return `${scope.institution}\u0000${scope.patient ?? ''}`;
+}
+
+function frozen(result: SearchResult): SearchResult {
+  const deep = (v: unknown): void => {
+    if (v === null || typeof v !== 'object' || Object.isFrozen(v)) return;
+    Object.freeze(v);
+    for (const x of Object.values(v)) deep(x);
+  };
+  deep(result.resources as Resource[]);
+  deep(result.included as Resource[]);
+  return Object.freeze(result);
+}
