@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
-import { calculateJwkThumbprint, compactVerify, importJWK, type JWK, type KeyLike } from 'jose';
-import { decodeCompactJws, MalformedJws } from '../jose/compact-jws';
+import type { JWK } from 'jose';
+import { claimsOf, decodeCompactJws, MalformedJws, type CompactJws } from '../jose/compact-jws';
+import { es256Key, es256Verifies, type Es256Key, type P256Jwk } from '../jose/es256';
 import { InvalidDpopProof } from '../errors';
 import { consumeOnce } from '../state/replay-cache';
 import type { SharedState } from '../state/shared-state';
@@ -25,10 +26,11 @@ export interface DpopProofCheck {
   /** 400 at the token endpoint (§5), 401 at a protected resource (§7.1). */
   errorStatus?: number;
   /**
-   * Imports the proof's public key (default jose importJWK). The enforcement point passes a cached
-   * importer: a session sends every proof with the same key, and importing costs as much as verifying.
+   * The proof's public key and thumbprint (default: made for this proof). The enforcement point
+   * passes a cache: a session sends every proof with the same key, and importing and hashing it
+   * cost as much as the signature check.
    */
-  importKey?: (jwk: JWK) => Promise<KeyLike>;
+  keyOf?: (jwk: P256Jwk) => Es256Key;
 }
 
 export interface VerifiedDpopProof {
@@ -51,11 +53,14 @@ export interface VerifiedDpopProof {
 export async function verifyDpopProof(check: DpopProofCheck): Promise<VerifiedDpopProof> {
   const fail = (description: string) => new InvalidDpopProof(description, { status: check.errorStatus });
   const jws = exactlyOneHeader(check.headerValues, fail); // §4.3 step 1
-  const header = wellFormedJwt(jws, fail); // step 2
+  const decoded = wellFormedJwt(jws, fail); // step 2
+  const { header } = decoded;
   typIsDpopJwt(header, fail); // step 4
   algIsAllowed(header, fail); // step 5
+  noCriticalExtensions(header, fail);
   const jwk = publicEcJwk(header.jwk, fail); // step 7
-  const claims = await signatureVerifies(jws, jwk, fail, check.importKey); // step 6
+  const key = importedKey(jwk, fail, check.keyOf);
+  const claims = signatureVerifies(decoded, key, fail); // step 6
   requiredClaimsPresent(claims, fail); // step 3
   htmMatches(claims.htm as string, check.method, fail); // step 8
   htuMatches(claims.htu as string, check.url, fail); // step 9
@@ -63,7 +68,7 @@ export async function verifyDpopProof(check: DpopProofCheck): Promise<VerifiedDp
   const nonce = nonceIsWellFormed(claims.nonce, fail);
   if (check.accessToken !== undefined) athMatches(claims.ath, check.accessToken, fail); // step 12
   return {
-    jkt: await calculateJwkThumbprint(jwk),
+    jkt: key.jkt,
     jwk,
     jti: claims.jti as string,
     iat: claims.iat as number,
@@ -111,9 +116,9 @@ function exactlyOneHeader(values: string[] | undefined, fail: Fail): string {
   return values[0].trim();
 }
 
-function wellFormedJwt(jws: string, fail: Fail): Header {
+function wellFormedJwt(jws: string, fail: Fail): CompactJws {
   try {
-    return decodeCompactJws(jws).header;
+    return decodeCompactJws(jws);
   } catch (err) {
     if (!(err instanceof MalformedJws)) throw err;
     throw fail(err.defect === 'serialization' ? 'DPoP proof is not a JWS in compact serialization' : 'DPoP proof header is not a JSON object');
@@ -130,7 +135,12 @@ function algIsAllowed(header: Header, fail: Fail): void {
   }
 }
 
-function publicEcJwk(value: unknown, fail: Fail): JWK {
+/** RFC 7515 §4.1.11: a `crit` extension (b64: false, ...) this verifier does not implement is refused. */
+function noCriticalExtensions(header: Header, fail: Fail): void {
+  if ('crit' in header || 'b64' in header) throw fail('DPoP proof header must not carry crit or b64');
+}
+
+function publicEcJwk(value: unknown, fail: Fail): P256Jwk {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw fail('DPoP proof header has no jwk');
   const jwk = value as JWK;
   if (jwk.kty === 'oct') throw fail('DPoP proof jwk must not be a symmetric key');
@@ -138,21 +148,21 @@ function publicEcJwk(value: unknown, fail: Fail): JWK {
   if (jwk.kty !== 'EC' || jwk.crv !== 'P-256' || typeof jwk.x !== 'string' || typeof jwk.y !== 'string') {
     throw fail('DPoP proof jwk must be an EC P-256 public key');
   }
-  return { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y };
+  return { kty: 'EC', crv: 'P-256', x: jwk.x, y: jwk.y };
 }
 
-async function signatureVerifies(jws: string, jwk: JWK, fail: Fail, importKey?: (jwk: JWK) => Promise<KeyLike>): Promise<Record<string, unknown>> {
-  let payload: Uint8Array;
+function importedKey(jwk: P256Jwk, fail: Fail, keyOf: (jwk: P256Jwk) => Es256Key = es256Key): Es256Key {
   try {
-    const key = importKey ? await importKey(jwk) : await importJWK(jwk, 'ES256');
-    ({ payload } = await compactVerify(jws, key, { algorithms: [...DPOP_ALGS] }));
+    return keyOf(jwk);
   } catch {
-    throw fail('DPoP proof signature does not verify with its jwk');
+    throw fail('DPoP proof signature does not verify with its jwk'); // no point of the curve
   }
+}
+
+function signatureVerifies(jws: CompactJws, key: Es256Key, fail: Fail): Record<string, unknown> {
+  if (!es256Verifies(jws, key.key)) throw fail('DPoP proof signature does not verify with its jwk');
   try {
-    const claims = JSON.parse(Buffer.from(payload).toString('utf8')) as unknown;
-    if (typeof claims !== 'object' || claims === null || Array.isArray(claims)) throw new Error();
-    return claims as Record<string, unknown>;
+    return claimsOf(jws);
   } catch {
     throw fail('DPoP proof payload is not a JSON object');
   }

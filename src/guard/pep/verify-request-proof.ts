@@ -1,4 +1,4 @@
-import { importJWK, type JWK, type KeyLike } from 'jose';
+import { es256Key, type Es256Key, type P256Jwk } from '../jose/es256';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 import { verifyDpopProof, type VerifiedDpopProof } from '../dpop/verify-dpop-proof';
 import { InvalidDpopProof, InvalidToken } from '../errors';
@@ -34,7 +34,7 @@ export async function verifyRequestProof(
     skewSec: settings.leewaySec,
     accessToken,
     errorStatus: 401,
-    importKey: keys?.importKey,
+    keyOf: keys?.keyOf,
   });
   proofKeyIsTheBoundKey(proof, token);
   return proof;
@@ -55,19 +55,19 @@ export function replayWindowEnd(settings: PepSettings, proof: VerifiedDpopProof)
 }
 
 /**
- * Imported proof keys by their coordinates: a client signs every proof of a session with one key,
- * and importing a JWK costs about as much as the signature check (one signature
- * check per request). Bounded; a full cache starts over.
+ * Imported proof keys and their thumbprints by their coordinates: a client signs every proof of a
+ * session with one key, and importing and hashing a JWK cost about as much as the signature check
+ * (one per request). Bounded; a full cache starts over.
  */
 export class ProofKeyCache {
-  private readonly keys = new Map<string, KeyLike>();
+  private readonly keys = new Map<string, Es256Key>();
   constructor(private readonly size = 10_000) {}
 
-  readonly importKey = async (jwk: JWK): Promise<KeyLike> => {
-    const id = `${jwk.crv}.${jwk.x}.${jwk.y}`;
+  readonly keyOf = (jwk: P256Jwk): Es256Key => {
+    const id = `${jwk.x}.${jwk.y}`;
     let key = this.keys.get(id);
     if (!key) {
-      key = (await importJWK(jwk, 'ES256')) as KeyLike;
+      key = es256Key(jwk);
       if (this.keys.size >= this.size) this.keys.clear();
       this.keys.set(id, key);
     }
