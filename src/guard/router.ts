@@ -3,6 +3,8 @@ import type { AppContext } from '../context';
 import { defaultPostureVerifiers, defaultRegistrationVerifiers, type PostureVerifier, type RegistrationVerifier } from './attestation';
 import { authorizationServerMetadata, newestStableMajor, openidConfiguration, protectedResourceMetadata } from './authserver/discovery';
 import type { GuardDeps } from './authserver/deps';
+import { ActiveClients } from './authserver/clients/client-store';
+import { Es256KeyCache } from './jose/es256';
 import { registerClient, resendRegistrationCode, verifyRegistration } from './authserver/registration/register-client';
 import { revokeEndpoint } from './authserver/revoke';
 import { tokenEndpoint, type EndpointRequest } from './authserver/token-endpoint';
@@ -214,6 +216,8 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
     state,
     sessions,
     accessTokens: new AccessTokenVerifier(keys, pepSettings(ctx.config), ctx.now, sessions),
+    es256Keys: new Es256KeyCache(),
+    clients: new ActiveClients(),
   };
 }
 

@@ -10,6 +10,8 @@ import type { RevokedSessions } from '../state/revoked-sessions';
 import type { AccessTokenVerifier } from './tokens/verify-access-token';
 import type { WorkloadIssuers } from './workload/workload-issuers';
 import type { UpstreamIdps } from './code-flow/upstream-idps';
+import type { ActiveClients } from './clients/client-store';
+import type { Es256KeyCache } from '../jose/es256';
 
 /** What the AS's use cases are built from; guard/index.ts composes it once per app. */
 export interface GuardDeps {
@@ -35,4 +37,8 @@ export interface GuardDeps {
   idps: UpstreamIdps;
   /** The one access-token verifier (the enforcement point uses the same class). */
   accessTokens: AccessTokenVerifier;
+  /** Imported ES256 keys of DPoP proofs and client assertions, by their coordinates. */
+  es256Keys: Es256KeyCache;
+  /** Active clients for client authentication (client-store.ts). */
+  clients: ActiveClients;
 }

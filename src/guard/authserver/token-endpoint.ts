@@ -37,7 +37,8 @@ export async function tokenEndpoint(deps: GuardDeps, req: EndpointRequest): Prom
   }
   // Grants that start a session bind the client's posture to a fresh nonce; a refresh need not.
   const nonce = await dpopNonceIsFresh(deps, proof, grantType !== GRANT_REFRESH_TOKEN);
-  const auth = await authenticateClient(deps, params, req);
+  // A refresh reads only the client's id, key and grant types: a cached active client will do.
+  const auth = await authenticateClient(deps, params, req, undefined, grantType !== GRANT_REFRESH_TOKEN);
   if (grantType === GRANT_TOKEN_EXCHANGE) return tokenExchange(deps, { params, proof, nonce: nonce!, auth, ip: req.ip });
   if (grantType === GRANT_AUTHORIZATION_CODE) return authorizationCodeGrant(deps, { params, proof, nonce: nonce!, auth, ip: req.ip });
   return refreshGrant(deps, { params, proof, auth, ip: req.ip });
@@ -80,6 +81,7 @@ export async function dpopProofIsValid(deps: GuardDeps, req: EndpointRequest, ur
     now: deps.ctx.now(),
     maxAgeSec: deps.settings.dpopMaxAgeSec,
     skewSec: deps.settings.clockSkewSec,
+    keyOf: deps.es256Keys.keyOf,
   });
   await checkDpopReplay(deps.state, deps.ctx.now(), proof, deps.settings.dpopMaxAgeSec);
   return proof;
@@ -105,12 +107,16 @@ export async function authenticateClient(
   params: Map<string, string>,
   req: EndpointRequest,
   audiences = [deps.settings.issuer, deps.urls.token],
+  fresh = true,
 ): Promise<AuthenticatedClient> {
   const auth = await verifyClientAssertion(deps.ctx, deps.settings, {
     params,
     authorization: req.authorization,
     audiences,
     state: deps.state,
+    clients: deps.clients,
+    fresh,
+    keys: deps.es256Keys,
   });
   const limit = await hitRateLimit(deps.state, `client:${auth.client.clientId}`, deps.settings.rateLimit.perClient, deps.ctx.now());
   if (!limit.allowed) throw new RateLimitExceeded('too many requests for this client', { headers: rateLimitHeaders(limit) });

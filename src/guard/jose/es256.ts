@@ -34,3 +34,24 @@ export function es256Key(jwk: P256Jwk): Es256Key {
 export function es256Verifies(jws: CompactJws, key: crypto.KeyObject): boolean {
   return jws.signature.length === 64 && crypto.verify('sha256', jws.signingInput, { key, dsaEncoding: 'ieee-p1363' }, jws.signature);
 }
+
+/**
+ * Imported keys and their thumbprints by their coordinates: a client signs every proof of a
+ * session (and every assertion) with one key, and importing and hashing a JWK cost about as much
+ * as the signature check. Content-addressed, so never stale; bounded, a full cache starts over.
+ */
+export class Es256KeyCache {
+  private readonly keys = new Map<string, Es256Key>();
+  constructor(private readonly size = 10_000) {}
+
+  readonly keyOf = (jwk: P256Jwk): Es256Key => {
+    const id = `${jwk.x}.${jwk.y}`;
+    let key = this.keys.get(id);
+    if (!key) {
+      key = es256Key(jwk);
+      if (this.keys.size >= this.size) this.keys.clear();
+      this.keys.set(id, key);
+    }
+    return key;
+  };
+}

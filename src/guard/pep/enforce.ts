@@ -17,7 +17,8 @@ import { recordRequest } from './request-ledger';
 import { missingScopes, requiredScopes } from './required-scopes';
 import type { PepSettings } from './settings';
 import type { AccessTokenVerifier } from '../authserver/tokens/verify-access-token';
-import { proofIsFresh, replayWindowEnd, verifyRequestProof, type ProofKeyCache } from './verify-request-proof';
+import type { Es256KeyCache } from '../jose/es256';
+import { proofIsFresh, replayWindowEnd, verifyRequestProof } from './verify-request-proof';
 
 /**
  * A request to the protected FHIR API as the enforcement point sees it, whatever carried it (an
@@ -62,7 +63,7 @@ export interface EnforcementDeps {
   now: () => Date;
   repositoryOwners: readonly string[];
   tokens: AccessTokenVerifier;
-  proofKeys: ProofKeyCache;
+  proofKeys: Es256KeyCache;
   state: SharedState;
   fhir: FhirReachPort;
   popp?: PoppJwks;

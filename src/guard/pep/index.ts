@@ -15,7 +15,7 @@ import { stripIdentityHeaders } from './forwarded-headers';
 import { PoppJwks } from './popp/popp-jwks';
 import { pepSettings, type PepSettings } from './settings';
 import { AccessTokenVerifier } from '../authserver/tokens/verify-access-token';
-import { ProofKeyCache } from './verify-request-proof';
+import { Es256KeyCache } from '../jose/es256';
 
 export { upstreamProxy } from './upstream-proxy';
 export { pepSettings, type PepSettings } from './settings';
@@ -51,7 +51,7 @@ export function enforcementPoint(ctx: AppContext, options: PepOptions) {
     now: ctx.now,
     repositoryOwners: ctx.config.repositoryOwners,
     tokens: new AccessTokenVerifier(new SigningKeys(ctx, guardSettings(ctx.config)), settings, ctx.now, options.sessions ?? new RevokedSessions(ctx.db)),
-    proofKeys: new ProofKeyCache(),
+    proofKeys: new Es256KeyCache(),
     state: options.state ?? sharedState(ctx),
     fhir: options.fhir,
     facts: new WeakMap(),

@@ -1,4 +1,4 @@
-import { es256Key, type Es256Key, type P256Jwk } from '../jose/es256';
+import type { Es256KeyCache } from '../jose/es256';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 import { verifyDpopProof, type VerifiedDpopProof } from '../dpop/verify-dpop-proof';
 import { InvalidDpopProof, InvalidToken } from '../errors';
@@ -23,7 +23,7 @@ export async function verifyRequestProof(
   req: ProvedRequest,
   accessToken: string,
   token: AccessTokenPayload,
-  keys?: ProofKeyCache,
+  keys?: Es256KeyCache,
 ): Promise<VerifiedDpopProof> {
   const proof = await verifyDpopProof({
     headerValues: req.dpop,
@@ -52,25 +52,4 @@ export function proofIsFresh(fresh: boolean): void {
 /** How long a proof's jti is remembered: as long as the proof could be accepted, plus a minute (as checkDpopReplay). */
 export function replayWindowEnd(settings: PepSettings, proof: VerifiedDpopProof): Date {
   return new Date((proof.iat + settings.dpopValiditySec + settings.leewaySec + 60) * 1000);
-}
-
-/**
- * Imported proof keys and their thumbprints by their coordinates: a client signs every proof of a
- * session with one key, and importing and hashing a JWK cost about as much as the signature check
- * (one per request). Bounded; a full cache starts over.
- */
-export class ProofKeyCache {
-  private readonly keys = new Map<string, Es256Key>();
-  constructor(private readonly size = 10_000) {}
-
-  readonly keyOf = (jwk: P256Jwk): Es256Key => {
-    const id = `${jwk.x}.${jwk.y}`;
-    let key = this.keys.get(id);
-    if (!key) {
-      key = es256Key(jwk);
-      if (this.keys.size >= this.size) this.keys.clear();
-      this.keys.set(id, key);
-    }
-    return key;
-  };
 }

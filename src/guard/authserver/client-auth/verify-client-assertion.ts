@@ -1,12 +1,13 @@
-import { compactVerify, importJWK, type JWTPayload } from 'jose';
-import { claimsOf, decodeCompactJws, MalformedJws } from '../../jose/compact-jws';
+import type { JWTPayload } from 'jose';
+import { claimsOf, decodeCompactJws, MalformedJws, type CompactJws } from '../../jose/compact-jws';
+import { es256Verifies, type Es256KeyCache } from '../../jose/es256';
 import type { AppContext } from '../../../context';
 import { InvalidClient, InvalidRequest } from '../../errors';
 import { oneAuthorization } from '../../http/authorization-header';
 import type { GuardSettings } from '../../settings';
 import { consumeOnce } from '../../state/replay-cache';
 import type { SharedState } from '../../state/shared-state';
-import { findClient, type ClientRecord } from '../clients/client-store';
+import type { ActiveClients, ClientRecord } from '../clients/client-store';
 import { CLIENT_ASSERTION_TYPE_JWT } from '../../../protocol/oauth';
 
 /** The one signature algorithm for client assertions (FAPI 2.0: no RS256, no HS256). */
@@ -20,6 +21,12 @@ export interface ClientAssertionInput {
   audiences: string[];
   /** Where used assertion jtis are remembered. */
   state: SharedState;
+  /** Registered clients (the store, through the active-client cache). */
+  clients: ActiveClients;
+  /** false: a cached active client will do (the grant reads only its id, key and grant types). */
+  fresh: boolean;
+  /** Imported client keys. */
+  keys: Es256KeyCache;
 }
 
 export interface AuthenticatedClient {
@@ -36,13 +43,13 @@ export async function verifyClientAssertion(ctx: AppContext, settings: GuardSett
   const { params } = input;
   onlyOneAuthenticationMechanism(input); // #21
   const assertion = assertionTypeIsJwtBearer(params); // #1-#3
-  const { header, claims } = assertionIsWellFormed(assertion); // #4
+  const { decoded, header, claims } = assertionIsWellFormed(assertion); // #4
   algIsAllowed(header); // #18, #19
   typIsJwtWhenPresent(header);
   const clientId = issAndSubNameTheClient(claims); // #5, #6
   bodyClientIdMatches(params, clientId); // #7
-  const client = await clientIsRegistered(ctx, settings, clientId);
-  await signatureVerifiesWithRegisteredKey(assertion, client); // #20
+  const client = await clientIsRegistered(ctx, settings, clientId, input);
+  signatureVerifiesWithRegisteredKey(decoded, client, input.keys); // #20
   audienceIsThisServer(claims, input.audiences); // #8-#11
   const now = Math.floor(ctx.now().getTime() / 1000);
   expiryIsPresentAndNear(claims, now, settings); // #12, #13
@@ -69,10 +76,10 @@ function assertionTypeIsJwtBearer(params: Map<string, string>): string {
   return assertion;
 }
 
-function assertionIsWellFormed(assertion: string): { header: Record<string, unknown>; claims: JWTPayload & { client_statement?: unknown } } {
+function assertionIsWellFormed(assertion: string): { decoded: CompactJws; header: Record<string, unknown>; claims: JWTPayload & { client_statement?: unknown } } {
   try {
     const jws = decodeCompactJws(assertion);
-    return { header: jws.header, claims: claimsOf(jws) as JWTPayload };
+    return { decoded: jws, header: jws.header, claims: claimsOf(jws) as JWTPayload };
   } catch (err) {
     if (err instanceof MalformedJws) throw new InvalidRequest('invalid client_assertion format');
     throw err;
@@ -101,20 +108,22 @@ function bodyClientIdMatches(params: Map<string, string>, clientId: string): voi
   if (bodyClientId !== undefined && bodyClientId !== clientId) throw new InvalidRequest('client_id does not match the client assertion');
 }
 
-async function clientIsRegistered(ctx: AppContext, settings: GuardSettings, clientId: string): Promise<ClientRecord> {
-  const client = await findClient(ctx, clientId, settings.pendingClientTtlSec);
+async function clientIsRegistered(ctx: AppContext, settings: GuardSettings, clientId: string, input: ClientAssertionInput): Promise<ClientRecord> {
+  const client = await input.clients.find(ctx, clientId, settings.pendingClientTtlSec, input.fresh);
   if (!client) throw new InvalidClient('unknown client');
   return client;
 }
 
-async function signatureVerifiesWithRegisteredKey(assertion: string, client: ClientRecord): Promise<void> {
+function signatureVerifiesWithRegisteredKey(jws: CompactJws, client: ClientRecord, keys: Es256KeyCache): void {
+  // Claims are checked by the named steps below, with our clock: only the signature here.
+  let verified = false;
   try {
-    const key = await importJWK(client.jwks.keys[0], 'ES256');
-    // Claims are checked by the named steps below, with our clock: only the signature here.
-    await compactVerify(assertion, key, { algorithms: [...CLIENT_ASSERTION_ALGS] });
+    const jwk = client.jwks.keys[0];
+    verified = !('crit' in jws.header) && es256Verifies(jws, keys.keyOf({ kty: 'EC', crv: 'P-256', x: String(jwk.x), y: String(jwk.y) }).key);
   } catch {
-    throw new InvalidClient('client assertion signature does not verify with the registered key');
+    verified = false;
   }
+  if (!verified) throw new InvalidClient('client assertion signature does not verify with the registered key');
 }
 
 function audienceIsThisServer(claims: JWTPayload, audiences: string[]): void {

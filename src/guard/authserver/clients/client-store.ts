@@ -72,6 +72,30 @@ export async function findClient(ctx: AppContext, clientId: string, pendingTtlSe
   return client;
 }
 
+/**
+ * Active clients by id, for client authentication on every token request. What authentication
+ * and a refresh read of a client (its id, key and grant types) never changes once it is active
+ * (clients are never deactivated; only pending registrations expire), so an entry needs no
+ * invalidation across replicas. `fresh` (every grant that attests the client) reads the row: its
+ * attestation state (the platform_a counter, last_attested_at) changes. Bounded; a full cache
+ * starts over.
+ */
+export class ActiveClients {
+  private readonly active = new Map<string, ClientRecord>();
+  constructor(private readonly size = 10_000) {}
+
+  async find(ctx: AppContext, clientId: string, pendingTtlSec: number, fresh: boolean): Promise<ClientRecord | undefined> {
+    const known = fresh ? undefined : this.active.get(clientId);
+    if (known) return known;
+    const client = await findClient(ctx, clientId, pendingTtlSec);
+    if (client?.status === 'active') {
+      if (this.active.size >= this.size) this.active.clear();
+      this.active.set(clientId, client);
+    }
+    return client;
+  }
+}
+
 /** Removes pending registrations that were never used. */
 export async function deleteExpiredPendingClients(ctx: AppContext, pendingTtlSec: number): Promise<number> {
   const r = await ctx.db.query("DELETE FROM guard_client WHERE status = 'pending_attestation' AND issued_at < $1", [
@@ -80,12 +104,12 @@ export async function deleteExpiredPendingClients(ctx: AppContext, pendingTtlSec
   return r.rowCount;
 }
 
-/** pending_attestation -> active after the first successful attested exchange (seed section 3). */
-export async function recordAttestation(ctx: AppContext, clientId: string, platform: string): Promise<void> {
-  await ctx.db.query(
-    `UPDATE guard_client SET status = 'active', platform = COALESCE(platform, $2), last_attested_at = $3 WHERE client_id = $1`,
-    [clientId, platform, ctx.now()],
-  );
+/**
+ * pending_attestation -> active after the first successful attested exchange (seed section 3):
+ * the statement, given the SQL of its three values, for the statement that starts the session.
+ */
+export function recordAttestationSql(clientId: string, platform: string, at: string): string {
+  return `UPDATE guard_client SET status = 'active', platform = COALESCE(platform, ${platform}), last_attested_at = ${at} WHERE client_id = ${clientId}`;
 }
 
 function fromRow(row: Row): ClientRecord {

@@ -4,7 +4,6 @@ import type { VerifiedDpopProof } from '../../dpop/verify-dpop-proof';
 import { InvalidDpopProof, InvalidGrant, InvalidRequest, InvalidTarget, UnauthorizedClient } from '../../errors';
 import type { PolicyInput } from '../../policy';
 import type { AuthenticatedClient } from '../client-auth/verify-client-assertion';
-import { recordAttestation } from '../clients/client-store';
 import { recordSession, redeemAuthorization, type AuthorizedUser } from '../code-flow/authorizations';
 import type { GuardDeps } from '../deps';
 import { policyAllows } from '../policy-gate';
@@ -56,7 +55,6 @@ export async function authorizationCodeGrant(deps: GuardDeps, r: AuthorizationCo
     delegation_context: null,
   };
   const decision = await policyAllows(deps, input);
-  await recordAttestation(deps.ctx, client.clientId, attestation.platform);
   const sid = crypto.randomUUID();
   const tokens = await startSession(deps, {
     sid,
@@ -64,6 +62,7 @@ export async function authorizationCodeGrant(deps: GuardDeps, r: AuthorizationCo
     jkt: r.proof.jkt,
     policyInput: input,
     decision,
+    attestedPlatform: attestation.platform,
     claims: {
       sub: a.user.kvnr,
       client_id: client.clientId,

@@ -5,8 +5,8 @@ import type { GuardDeps } from '../deps';
 import { GRANT_REFRESH_TOKEN } from '../../../protocol/oauth';
 import { policyAllows } from '../policy-gate';
 import { isWorkloadInput } from '../../policy';
-import { consumeRefreshToken, findRefreshToken, revokeSession, type RefreshTokenRecord } from '../tokens/refresh-tokens';
-import { tokensForSession, type TokenResponse } from '../tokens/token-response';
+import { findRefreshToken, revokeSession, type RefreshTokenRecord } from '../tokens/refresh-tokens';
+import { rotatedTokens, type TokenResponse } from '../tokens/token-response';
 
 export interface RefreshRequest {
   params: Map<string, string>;
@@ -45,11 +45,12 @@ export async function refreshGrant(deps: GuardDeps, r: RefreshRequest): Promise<
     },
   });
   // Rotation: exactly one of two racing refreshes consumes the token; the other is a reuse.
-  if (!(await consumeRefreshToken(ctx, rt.tokenHash))) {
+  const tokens = await rotatedTokens(deps, rt.tokenHash, rt.session, decision, scope);
+  if (!tokens) {
     await revokeSession(ctx, deps.sessions, rt.session.sid, 'refresh token reused');
     throw new InvalidGrant('refresh token already used; the session has been revoked');
   }
-  return tokensForSession(deps, rt.session, decision, scope);
+  return tokens;
 }
 
 function parametersArePresent(r: RefreshRequest): string {

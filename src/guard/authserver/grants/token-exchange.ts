@@ -2,7 +2,6 @@ import type { VerifiedDpopProof } from '../../dpop/verify-dpop-proof';
 import { InvalidRequest, InvalidTarget, UnauthorizedClient } from '../../errors';
 import type { PolicyInput } from '../../policy';
 import type { AuthenticatedClient } from '../client-auth/verify-client-assertion';
-import { recordAttestation } from '../clients/client-store';
 import type { GuardDeps } from '../deps';
 import { GRANT_TOKEN_EXCHANGE, TOKEN_TYPE_JWT } from '../../../protocol/oauth';
 import { policyAllows } from '../policy-gate';
@@ -58,12 +57,12 @@ export async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): P
     delegation_context: null,
   };
   const decision = await policyAllows(deps, input);
-  await recordAttestation(deps.ctx, client.clientId, attestation.platform);
   const tokens = await startSession(deps, {
     clientId: client.clientId,
     jkt: r.proof.jkt,
     policyInput: input,
     decision,
+    attestedPlatform: attestation.platform,
     claims: {
       sub: card.telematikId,
       client_id: client.clientId,

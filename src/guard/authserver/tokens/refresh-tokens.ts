@@ -36,26 +36,71 @@ function refreshTokenHash(token: string): string {
   return crypto.createHash('sha256').update(token).digest('base64url');
 }
 
-export async function createSession(ctx: AppContext, s: Session): Promise<void> {
-  await ctx.db.query(
-    `INSERT INTO guard_session (sid, client_id, jkt, claims, policy_input, created_at, expires_at, workload, registered_client_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $8 THEN NULL ELSE $2 END)`,
-    [s.sid, s.clientId, s.jkt, JSON.stringify(s.claims), JSON.stringify(s.policyInput), s.createdAt, s.expiresAt, s.workload === true],
-  );
+const INSERT_SESSION = `INSERT INTO guard_session (sid, client_id, jkt, claims, policy_input, created_at, expires_at, workload, registered_client_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $8 THEN NULL ELSE $2 END)`;
+
+function sessionParams(s: Session): unknown[] {
+  return [s.sid, s.clientId, s.jkt, JSON.stringify(s.claims), JSON.stringify(s.policyInput), s.createdAt, s.expiresAt, s.workload === true];
 }
 
-/** Stores a new refresh token of the session; it expires at the earlier of its TTL and the family cap. */
-export async function issueRefreshToken(ctx: AppContext, session: Session, ttlSec: number): Promise<{ token: string; expiresAt: Date }> {
-  const now = ctx.now();
+/** A session without refresh tokens (a workload's, CONTRACT 11). */
+export async function createSession(ctx: AppContext, s: Session): Promise<void> {
+  await ctx.db.query(INSERT_SESSION, sessionParams(s));
+}
+
+/** A refresh token about to be stored: the value for the client, what the table keeps. */
+interface NewRefreshToken {
+  token: string;
+  hash: string;
+  issuedAt: Date;
+  expiresAt: Date;
+}
+
+/** A new refresh token of the session; it expires at the earlier of its TTL and the family cap. */
+function newRefreshToken(ctx: AppContext, session: Session, ttlSec: number): NewRefreshToken {
+  const issuedAt = ctx.now();
   const token = newRefreshTokenValue();
-  const expiresAt = new Date(Math.min(now.getTime() + ttlSec * 1000, session.expiresAt.getTime()));
-  await ctx.db.query('INSERT INTO guard_refresh_token (token_hash, sid, issued_at, expires_at) VALUES ($1, $2, $3, $4)', [
-    refreshTokenHash(token),
-    session.sid,
-    now,
-    expiresAt,
-  ]);
-  return { token, expiresAt };
+  return { token, hash: refreshTokenHash(token), issuedAt, expiresAt: new Date(Math.min(issuedAt.getTime() + ttlSec * 1000, session.expiresAt.getTime())) };
+}
+
+/**
+ * A new refresh-token family: the session, its first refresh token and, after an attestation, the
+ * client's attested state (`attested`, client-store.ts) in one statement, so one commit.
+ */
+export async function createSessionWithToken(
+  ctx: AppContext,
+  s: Session,
+  ttlSec: number,
+  attested?: { sql: (clientId: string, platform: string, at: string) => string; platform: string },
+): Promise<{ token: string; expiresAt: Date }> {
+  const rt = newRefreshToken(ctx, s, ttlSec);
+  const params = [...sessionParams(s), rt.hash, rt.issuedAt, rt.expiresAt];
+  const ctes = [`session AS (${INSERT_SESSION} RETURNING sid)`];
+  if (attested) {
+    params.push(attested.platform);
+    ctes.push(`client AS (${attested.sql('$2', `$${params.length}`, '$10')})`);
+  }
+  await ctx.db.query(
+    `WITH ${ctes.join(', ')}
+     INSERT INTO guard_refresh_token (token_hash, sid, issued_at, expires_at) SELECT $9, sid, $10, $11 FROM session`,
+    params,
+  );
+  return { token: rt.token, expiresAt: rt.expiresAt };
+}
+
+/**
+ * Rotation (RFC 9700 §4.14.2): the presented token is marked used and its successor stored, in one
+ * statement. Undefined when the presented token was used meanwhile (a racing refresh won): exactly
+ * one of two racing refreshes gets a successor (`UPDATE … WHERE consumed_at IS NULL`).
+ */
+export async function rotateRefreshToken(ctx: AppContext, presentedHash: string, session: Session, ttlSec: number): Promise<{ token: string; expiresAt: Date } | undefined> {
+  const rt = newRefreshToken(ctx, session, ttlSec);
+  const r = await ctx.db.query(
+    `WITH used AS (UPDATE guard_refresh_token SET consumed_at = $3 WHERE token_hash = $1 AND consumed_at IS NULL RETURNING sid)
+     INSERT INTO guard_refresh_token (token_hash, sid, issued_at, expires_at) SELECT $2, sid, $3, $4 FROM used RETURNING sid`,
+    [presentedHash, rt.hash, rt.issuedAt, rt.expiresAt],
+  );
+  return r.rows.length === 1 ? { token: rt.token, expiresAt: rt.expiresAt } : undefined;
 }
 
 interface Row {
@@ -98,18 +143,6 @@ export async function findRefreshToken(ctx: AppContext, token: string): Promise<
       revokedAt: row.revoked_at ? new Date(row.revoked_at) : undefined,
     },
   };
-}
-
-/**
- * Marks the token used; true for exactly one caller even when refreshes race
- * (`UPDATE … WHERE consumed_at IS NULL RETURNING`).
- */
-export async function consumeRefreshToken(ctx: AppContext, tokenHash: string): Promise<boolean> {
-  const r = await ctx.db.query('UPDATE guard_refresh_token SET consumed_at = $2 WHERE token_hash = $1 AND consumed_at IS NULL RETURNING 1 AS ok', [
-    tokenHash,
-    ctx.now(),
-  ]);
-  return r.rows.length === 1;
 }
 
 /** Kills the whole family: every refresh token of the session, present and future, and its access tokens (the PEP checks `sid`). */

@@ -3,7 +3,8 @@ import type { GuardDeps } from '../deps';
 import { TOKEN_TYPE_ACCESS_TOKEN } from '../../../protocol/oauth';
 import type { PolicyDecision, PolicyInput } from '../../policy';
 import { issueAccessToken, type SessionClaims } from './access-token';
-import { createSession, issueRefreshToken, type Session } from './refresh-tokens';
+import { recordAttestationSql } from '../clients/client-store';
+import { createSessionWithToken, rotateRefreshToken, type Session } from './refresh-tokens';
 
 /** Token response plus `refresh_expires_in` (ZETA UC06). */
 export interface TokenResponse {
@@ -28,7 +29,7 @@ function ttlsOf(deps: GuardDeps, decision: PolicyDecision): { accessTtl: number;
 /** A new session (refresh-token family) capped at the first refresh token's lifetime (gemSpec A_25649). */
 export async function startSession(
   deps: GuardDeps,
-  input: { clientId: string; jkt: string; claims: SessionClaims; policyInput: PolicyInput; decision: PolicyDecision; sid?: string },
+  input: { clientId: string; jkt: string; claims: SessionClaims; policyInput: PolicyInput; decision: PolicyDecision; sid?: string; attestedPlatform?: string },
 ): Promise<TokenResponse> {
   const now = deps.ctx.now();
   const { refreshTtl } = ttlsOf(deps, input.decision);
@@ -41,16 +42,26 @@ export async function startSession(
     createdAt: now,
     expiresAt: new Date(now.getTime() + refreshTtl * 1000),
   };
-  await createSession(deps.ctx, session);
-  return tokensForSession(deps, session, input.decision);
+  // One statement: the session, its refresh token and the client's attested state (one commit).
+  const attested = input.attestedPlatform === undefined ? undefined : { sql: recordAttestationSql, platform: input.attestedPlatform };
+  const rt = await createSessionWithToken(deps.ctx, session, refreshTtl, attested);
+  return tokenResponse(deps, session, input.decision, session.claims.scope, rt);
 }
 
-export async function tokensForSession(deps: GuardDeps, session: Session, decision: PolicyDecision, scope = session.claims.scope): Promise<TokenResponse> {
+/**
+ * Refresh: the presented token rotated to a new one, then a new access token. Undefined when a
+ * racing refresh used the presented token first (the caller treats it as reuse).
+ */
+export async function rotatedTokens(deps: GuardDeps, presentedHash: string, session: Session, decision: PolicyDecision, scope: string): Promise<TokenResponse | undefined> {
+  const rt = await rotateRefreshToken(deps.ctx, presentedHash, session, ttlsOf(deps, decision).refreshTtl);
+  return rt && tokenResponse(deps, session, decision, scope, rt);
+}
+
+async function tokenResponse(deps: GuardDeps, session: Session, decision: PolicyDecision, scope: string, rt: { token: string; expiresAt: Date }): Promise<TokenResponse> {
   const now = deps.ctx.now();
-  const { accessTtl, refreshTtl } = ttlsOf(deps, decision);
+  const { accessTtl } = ttlsOf(deps, decision);
   const claims = { ...session.claims, scope };
   const at = await issueAccessToken(deps.keys, deps.settings, now, { claims, sid: session.sid, jkt: session.jkt, ttlSec: accessTtl });
-  const rt = await issueRefreshToken(deps.ctx, session, refreshTtl);
   return {
     access_token: at.token,
     token_type: 'DPoP',
