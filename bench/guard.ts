@@ -14,10 +14,13 @@ import { createClientAssertion, createDpopProof, generateEcKey, type EcKey } fro
 import { softwareClientStatement } from '../src/client/client-statement';
 import { createSubjectToken, SoftwareCard } from '../src/client/software-card';
 import { createDevPki, writeDevPki } from '../src/guard/pki/dev-pki';
-import { startServerProcess } from './lib/server';
+import { cpuMeter, loadAverage } from './lib/cpu';
+import { startFloorServer, startServerProcess } from './lib/server';
 
 const CONNECTIONS = 32;
 const DURATION_MS = Number(process.env.BENCH_GUARD_MS ?? 15_000);
+const ROUNDS = 5;
+const ROUND_MS = Number(process.env.BENCH_GUARD_ROUND_MS ?? 5_000);
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 
@@ -54,11 +57,11 @@ function send(base: string, method: string, p: string, headers: Record<string, s
 }
 
 /** Closed loop: each client prepares (untimed), then sends the timed request, until the deadline. */
-async function closedLoop<S>(state: S[], step: (s: S, i: number) => Promise<{ ms: number; ok: boolean }>): Promise<Stats> {
+async function closedLoop<S>(state: S[], step: (s: S, i: number) => Promise<{ ms: number; ok: boolean }>, durationMs = DURATION_MS): Promise<Stats> {
   const latencies: number[] = [];
   let errors = 0;
   const started = performance.now();
-  const deadline = started + DURATION_MS;
+  const deadline = started + durationMs;
   await Promise.all(
     state.map(async (s, i) => {
       while (performance.now() < deadline) {
@@ -115,7 +118,8 @@ export async function benchGuard(): Promise<string> {
   const base = server.url;
   const tokenUrl = `${base}/svc/v1/token`;
   const rows: string[] = [];
-  let refreshRps = NaN;
+  let comparison = '';
+  const loadAtStart = loadAverage();
   const store = process.env.DATABASE_URL ? 'PostgreSQL 15 (local)' : 'PGlite in DATA_DIR';
   const counters = process.env.REDIS_URL ? 'Redis' : 'the database';
   try {
@@ -151,49 +155,107 @@ export async function benchGuard(): Promise<string> {
       const t = await timed(() => send(base, 'POST', '/svc/v1/token', { 'content-type': 'application/x-www-form-urlencoded', dpop }, form));
       return { ...t, dpopKey };
     };
-    rows.push(row('`POST /svc/v1/token` token exchange (card ES256, software attestation, embedded policy)', await closedLoop(clients, (c) => exchangeOnce(c)), '75 / 100 / 1000'));
-    rows.push(row('`POST /svc/v1/token` token exchange, 1 client', await closedLoop([clients[0]], (c) => exchangeOnce(c)), '75 / 100 / 1000'));
-
-    for (const c of clients) {
-      const t = await exchangeOnce(c);
-      sessions.push({ ...c, dpopKey: t.dpopKey, refreshToken: JSON.parse(t.reply.body).refresh_token });
+    // Token exchange against its JOSE floor, refresh against node-oidc-provider and its JOSE floor:
+    // every contender up at once, rounds back to back in rotating order (the same machine load).
+    const firstExchange = await exchangeOnce(clients[0]);
+    const tokenBytes = firstExchange.reply.body;
+    const exchangeFloor = await startFloorServer({ answers: { '/token': { body: tokenBytes, contentType: 'application/json' } }, defaultAnswer: '/token', verifies: 4, signs: 1 });
+    const refreshFloor = await startFloorServer({ answers: { '/token': { body: tokenBytes, contentType: 'application/json' } }, defaultAnswer: '/token', verifies: 2, signs: 1 });
+    const nop = await startOidcProvider();
+    try {
+      const sampleForm = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: 'x'.repeat(43), client_assertion_type: JWT_BEARER, client_assertion: 'x'.repeat(400) }).toString();
+      const floorStep = (url: string) => () => timed(() => send(url, 'POST', '/token', { 'content-type': 'application/x-www-form-urlencoded', dpop: 'x'.repeat(600) }, sampleForm));
+      for (const c of clients) {
+        const t = await exchangeOnce(c);
+        sessions.push({ ...c, dpopKey: t.dpopKey, refreshToken: JSON.parse(t.reply.body).refresh_token });
+      }
+      const refreshStep = async (s: Session) => {
+        const form = new URLSearchParams({
+          grant_type: 'refresh_token',
+          refresh_token: s.refreshToken,
+          client_assertion_type: JWT_BEARER,
+          client_assertion: await createClientAssertion(s.clientKey, { clientId: s.clientId, audience: tokenUrl }),
+        }).toString();
+        const dpop = await createDpopProof(s.dpopKey, { method: 'POST', url: tokenUrl });
+        const t = await timed(() => send(base, 'POST', '/svc/v1/token', { 'content-type': 'application/x-www-form-urlencoded', dpop }, form));
+        if (t.ok) s.refreshToken = JSON.parse(t.reply.body).refresh_token;
+        return t;
+      };
+      const contenders: { name: string; run: () => Promise<Stats>; pid: number }[] = [
+        { name: 'exchange', run: () => closedLoop(clients, (c) => exchangeOnce(c), ROUND_MS), pid: server.pid },
+        { name: 'exchange floor', run: () => closedLoop(clients, floorStep(exchangeFloor.url), ROUND_MS), pid: exchangeFloor.pid },
+        { name: 'refresh', run: () => closedLoop(sessions, refreshStep, ROUND_MS), pid: server.pid },
+        { name: 'refresh floor', run: () => closedLoop(sessions, floorStep(refreshFloor.url), ROUND_MS), pid: refreshFloor.pid },
+        { name: 'node-oidc-provider', run: () => closedLoop(nop.sessions, nop.step, ROUND_MS), pid: nop.pid },
+      ];
+      for (const c of contenders) await c.run(); // warm-up
+      const results = new Map<string, Stats[]>(contenders.map((c) => [c.name, []]));
+      const cpu = new Map<string, number[]>(contenders.map((c) => [c.name, []]));
+      for (let r = 0; r < ROUNDS; r++) {
+        for (let j = 0; j < contenders.length; j++) {
+          const c = contenders[(j + r) % contenders.length];
+          const meter = cpuMeter({ server: () => [c.pid] });
+          const stats = await c.run();
+          results.get(c.name)!.push(stats);
+          cpu.get(c.name)!.push((meter.stop().server * 1000) / Math.max(1, stats.requests));
+        }
+      }
+      const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+      const medianStats = (xs: Stats[]): Stats => ({
+        requests: xs.reduce((a, x) => a + x.requests, 0),
+        rps: med(xs.map((x) => x.rps)),
+        mean: med(xs.map((x) => x.mean)),
+        p50: med(xs.map((x) => x.p50)),
+        p95: med(xs.map((x) => x.p95)),
+        p99: med(xs.map((x) => x.p99)),
+        errors: xs.reduce((a, x) => a + x.errors, 0),
+      });
+      const ratio = (a: string, b: string) => med(results.get(a)!.map((x, k) => x.rps / results.get(b)![k].rps));
+      const perRound = (a: string, b: string) => results.get(a)!.map((x, k) => (x.rps / results.get(b)![k].rps).toFixed(2)).join(', ');
+      const cpuMs = (name: string) => med(cpu.get(name)!).toFixed(2);
+      rows.push(row('`POST /svc/v1/token` token exchange (card ES256, software attestation, embedded policy)', medianStats(results.get('exchange')!), '75 / 100 / 1000'));
+      rows.push(row('`POST /svc/v1/token` refresh (rotation, DPoP, private_key_jwt, policy re-check)', medianStats(results.get('refresh')!), '75 / 100 / 1000'));
+      rows.push(row('node-oidc-provider 9 refresh grant (DPoP, private_key_jwt, rotation; in-memory adapter)', medianStats(results.get('node-oidc-provider')!), '–'));
+      rows.push(row('JOSE floor of a token exchange (`node:http`, 4 ES256 checks + 1 signature, the same bytes)', medianStats(results.get('exchange floor')!), '–'));
+      rows.push(row('JOSE floor of a refresh (`node:http`, 2 ES256 checks + 1 signature, the same bytes)', medianStats(results.get('refresh floor')!), '–'));
+      rows.push(row('`POST /svc/v1/token` token exchange, 1 client', await closedLoop([clients[0]], (c) => exchangeOnce(c), ROUND_MS), '75 / 100 / 1000'));
+      rows.push(row('`POST /svc/v1/token` refresh, 1 client', await closedLoop([sessions[0]], refreshStep, ROUND_MS), '75 / 100 / 1000'));
+      comparison = [
+        `Same run, ${ROUNDS} rounds of ${ROUND_MS / 1000} s per contender in rotating order (median of the per-round ratios; per round in brackets):`,
+        `- refresh: **${ratio('refresh', 'node-oidc-provider').toFixed(2)} x node-oidc-provider** (${perRound('refresh', 'node-oidc-provider')}); ${ratio('refresh', 'refresh floor').toFixed(2)} of its JOSE floor (${perRound('refresh', 'refresh floor')}).`,
+        `- token exchange: ${ratio('exchange', 'exchange floor').toFixed(2)} of its JOSE floor (${perRound('exchange', 'exchange floor')}).`,
+        `- server CPU per request (ms, median of rounds): token exchange ${cpuMs('exchange')}, refresh ${cpuMs('refresh')}, node-oidc-provider refresh ${cpuMs('node-oidc-provider')}, JOSE floors ${cpuMs('exchange floor')} / ${cpuMs('refresh floor')}.`,
+        `- load average (1 / 5 / 15 min) ${loadAtStart} at the start, ${loadAverage()} at the end.`,
+      ].join('\n');
+    } finally {
+      await Promise.all([exchangeFloor.stop(), refreshFloor.stop(), nop.stop()]);
     }
-    const refreshStep = async (s: Session) => {
-      const form = new URLSearchParams({
-        grant_type: 'refresh_token',
-        refresh_token: s.refreshToken,
-        client_assertion_type: JWT_BEARER,
-        client_assertion: await createClientAssertion(s.clientKey, { clientId: s.clientId, audience: tokenUrl }),
-      }).toString();
-      const dpop = await createDpopProof(s.dpopKey, { method: 'POST', url: tokenUrl });
-      const t = await timed(() => send(base, 'POST', '/svc/v1/token', { 'content-type': 'application/x-www-form-urlencoded', dpop }, form));
-      if (t.ok) s.refreshToken = JSON.parse(t.reply.body).refresh_token;
-      return t;
-    };
-    const refreshTerminus = await closedLoop(sessions, refreshStep);
-    refreshRps = refreshTerminus.rps;
-    rows.push(row('`POST /svc/v1/token` refresh (rotation, DPoP, private_key_jwt, policy re-check)', refreshTerminus, '75 / 100 / 1000'));
-    rows.push(row('`POST /svc/v1/token` refresh, 1 client', await closedLoop([sessions[0]], refreshStep), '75 / 100 / 1000'));
   } finally {
     await server.stop();
   }
-  const nop = await benchOidcProvider();
-  rows.push(row('node-oidc-provider 9 refresh grant (DPoP, private_key_jwt, rotation; in-memory adapter)', nop, '–'));
-  const ratio = Math.round((100 * refreshRps) / nop.rps);
   agent.destroy();
   fs.rmSync(dir, { recursive: true, force: true });
   return [
-    `Terminus \`serve\` in its own process (store: ${store}; nonces, replay caches and rate-limit counters in ${counters}); ${CONNECTIONS} concurrent clients, closed loop, ${DURATION_MS / 1000} s per scenario (1-client rows: the same), keep-alive; machine: ${os.cpus().length} cores. Only the named request is timed (nonces and JWT signing of the client are not).`,
+    `Terminus \`serve\` in its own process (store: ${store}; nonces, replay caches and rate-limit counters in ${counters}), default log level; ${CONNECTIONS} concurrent clients, closed loop, keep-alive; discovery and nonce rows ${DURATION_MS / 1000} s each, token rows the median of ${ROUNDS} rotating rounds; machine: ${os.cpus().length} cores. Only the named request is timed (nonces and JWT signing of the client are not).`,
     '',
     '| scenario | requests | req/s | mean ms | p50 ms | p95 ms | p99 ms | errors | seed target mean / p90 / p99 ms |',
     '|---|---|---|---|---|---|---|---|---|',
     ...rows,
     '',
-    `Reading: with 32 clients in a closed loop on 2 cores (shared by the load generator, the server and, last, node-oidc-provider), the mean latency is about 32 / throughput, so it measures capacity more than the single-request latency the seed targets (section 8). Refresh reaches ${ratio} % of node-oidc-provider\'s throughput in this run while doing more per request (policy re-check, family revocation state and replay caches in shared stores instead of process memory). A token exchange verifies three JWTs, a card chain (cached per certificate) and the attestation, and writes a session: about 3 x the work of a refresh. The 1-client rows give the per-request latency; under 32 clients the tail is queueing. The machine may be shared with other test runs, so figures vary between runs by a factor up to 2.`,
+    comparison,
+    '',
+    `Reading: with 32 clients in a closed loop on 2 cores (shared by the load generator, the server and its stores), the mean latency is about 32 / throughput, so it measures capacity more than the single-request latency the seed targets (section 8). node-oidc-provider keeps its state in process memory; Terminus's refresh re-asks the policy, rotates the family in PostgreSQL (one statement, durable) and keeps replay caches and counters in Redis. The JOSE floor is a bare \`node:http\` server doing only the signature work of the grant on cached key objects. A token exchange verifies four JWTs, a card chain (cached per certificate) and the attestation, and writes a session. The 1-client rows give the per-request latency.`,
   ].join('\n');
 }
 
-async function benchOidcProvider(): Promise<Stats> {
+interface OidcProvider {
+  pid: number;
+  sessions: { dpopKey: EcKey; refreshToken: string }[];
+  step: (s: { dpopKey: EcKey; refreshToken: string }) => Promise<{ ms: number; ok: boolean }>;
+  stop(): Promise<void>;
+}
+
+async function startOidcProvider(): Promise<OidcProvider> {
   const clientKey = await generateEcKey();
   const port = String(40000 + Math.floor(Math.random() * 10000));
   const issuer = `http://127.0.0.1:${port}`;
@@ -201,6 +263,12 @@ async function benchOidcProvider(): Promise<Stats> {
     env: { ...process.env, PORT: port, NODE_ENV: 'production', BENCH_CLIENT_JWK: JSON.stringify({ ...clientKey.publicJwk, use: 'sig', alg: 'ES256' }) },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill('SIGTERM');
+    });
   try {
     const until = Date.now() + 60_000;
     for (;;) {
@@ -218,7 +286,7 @@ async function benchOidcProvider(): Promise<Stats> {
         return { dpopKey, refreshToken: minted.refresh_token };
       }),
     );
-    return await closedLoop(sessions, async (s) => {
+    const step = async (s: { dpopKey: EcKey; refreshToken: string }) => {
       const form = new URLSearchParams({
         grant_type: 'refresh_token',
         refresh_token: s.refreshToken,
@@ -230,9 +298,11 @@ async function benchOidcProvider(): Promise<Stats> {
       if (t.ok) s.refreshToken = JSON.parse(t.reply.body).refresh_token;
       else if (process.env.BENCH_DEBUG) process.stderr.write(`${t.reply.status} ${t.reply.body}\n`);
       return t;
-    });
-  } finally {
-    child.kill('SIGTERM');
+    };
+    return { pid: child.pid as number, sessions, step, stop };
+  } catch (err) {
+    await stop();
+    throw err;
   }
 }
 

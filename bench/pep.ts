@@ -8,12 +8,16 @@ import { createCardCa, issueCard } from '../src/guard/pki/dev-pki';
 import { openDb } from '../src/store/db';
 import { migrate } from '../src/store/migrate';
 import { Repository } from '../src/store/repository';
-import { runLoad, row, TABLE_HEAD, type LoadRequest, type LoadResult } from './lib/load';
-import { startServerProcess } from './lib/server';
+import { parseSearch } from '../src/fhir/search-request';
+import type { Viewer } from '../src/shared/owner';
+import { executeSearch, type Db } from '../src/store';
+import { cpuMeter, loadAverage, pidsNamed } from './lib/cpu';
+import { ms, runLoad, type LoadRequest, type LoadResult } from './lib/load';
+import { startFloorServer, startServerProcess, type ServerProcess } from './lib/server';
 
 /** What the numbers mean, printed after the tables. */
 export const PEP_READING =
-  'Reading: per request the guard costs one ES256 signature check (the proof; verified access tokens and imported proof keys are cached), a few SHA-256 hashes, a check that the token\'s session is not revoked (cached per session for at most 1 s), and one round trip to the shared state (a Redis MULTI, or one PostgreSQL statement committed without waiting for the WAL flush; in memory for the embedded store). Measured in one process with requests interleaved guard on/off (so machine load hits both alike): in front of a trivial handler the enforcement point adds 0.33 ms at p50; in front of this slot search (PGlite) 0.85 ms at p50. On 2 cores shared by the load generator, the server, PostgreSQL and Redis, every added CPU microsecond shows in the throughput ratio; the aim of 80% is not reached here (about 60% with PostgreSQL + Redis, 73-77% with PGlite); the added p50 of an unloaded request is about 0.7 ms (0.7 ms PostgreSQL + Redis, 0.7 to 1.5 ms PGlite over runs), far inside the seed\'s 75 ms mean.';
+  'Reading: per request the guard costs one ES256 signature check of the proof (node:crypto on a key object cached per proof key; verified access tokens are cached), a few SHA-256 hashes, a check that the token\'s session is not revoked (cached per session for at most 1 s), and one round trip to the shared state (one Redis script call, or one PostgreSQL statement committed without waiting for the WAL flush; in memory for the embedded store). The floors are what any server must do for the same answer on this machine: the HTTP floor answers the same bytes from a bare `node:http` server; the SQL floor adds the statement Terminus runs for the query, replayed with `pg` (prepared); the guarded floor adds one ES256 check on a cached key object and one Redis script call. Ratios are per round (the scenarios of a round run back to back, their order rotating), then the median. CPU per request is read from /proc for the server process, all PostgreSQL processes and Redis over each round; the load generator runs on the same 2 cores.';
 
 const SCHEDULES = 20;
 const SLOTS_PER_SCHEDULE = 1000;
@@ -22,13 +26,27 @@ const ROUNDS = 5;
 const ROUND_MS = 4_000;
 const WARMUP_MS = 3_000;
 
+interface Scenario {
+  name: string;
+  server: ServerProcess;
+  next: Next;
+  /** The floor this scenario is compared with. */
+  floor?: string;
+}
+
+interface Measured {
+  runs: LoadResult[];
+  cpu: Record<string, number>[];
+}
+
 /**
- * Issue 6 benchmark: the same authenticated slot search through the full enforcement point
- * (token, DPoP proof with ath and cnf.jkt, jti replay check, per-client rate limit, scopes,
- * identity headers) and with GUARD_ENFORCEMENT=off: two server processes on the same data, 32
- * connections, measured in alternating rounds so both see the same machine load. The guard-on
- * clients are 32 registered institutions; their proofs are signed before the run so the load
- * generator's signing does not count against the guard.
+ * Issue 6 and issue 15 benchmark: the authenticated slot search through the full enforcement
+ * point (token, DPoP proof with ath and cnf.jkt, jti replay check, per-client rate limit, scopes,
+ * identity headers), with GUARD_ENFORCEMENT=off, and with the calendar window cache; with
+ * PostgreSQL also the floors of the same run (floor-server.ts). Every server in its own process on
+ * copies of the same data, 32 connections, measured in rotating rounds so all see the same machine
+ * load. The guard-on clients are 32 registered institutions; their proofs are signed before the
+ * run so the load generator's signing does not count against the guard.
  */
 export async function benchPep(): Promise<string> {
   // The embedded store always; PostgreSQL (with Redis when REDIS_URL is set) as well when DATABASE_URL is set.
@@ -37,53 +55,125 @@ export async function benchPep(): Promise<string> {
   return [...sections, PEP_READING].join('\n\n');
 }
 
-async function benchOn({ env, envCopy, store, cleanup }: Awaited<ReturnType<typeof prepareStore>>): Promise<string> {
+async function benchOn({ env, envCopy, envCopy2, store, postgres, cleanup }: Awaited<ReturnType<typeof prepareStore>>): Promise<string> {
   const ca = createCardCa();
   const anchors = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-bench-ca-')), 'card-ca.pem');
   fs.writeFileSync(anchors, ca.certPem);
+  const loadAtStart = loadAverage();
   const common = { DEMO_DATA: 'false', CARD_TRUST_ANCHORS: anchors, RATE_LIMIT_FHIR_PER_CLIENT: '100000000', RATE_LIMIT_PER_IP: '100000' };
-  const offServer = await startServerProcess({ ...env, ...common, GUARD_ENFORCEMENT: 'off' });
-  const onServer = await startServerProcess({ ...envCopy, ...common, GUARD_ENFORCEMENT: 'on' });
+  const servers: ServerProcess[] = [];
+  const start = async (p: Promise<ServerProcess>) => {
+    const s = await p;
+    servers.push(s);
+    return s;
+  };
   try {
+    const off = await start(startServerProcess({ ...env, ...common, GUARD_ENFORCEMENT: 'off', SEARCH_CACHE_ENTRIES: '0' }));
+    const on = await start(startServerProcess({ ...envCopy, ...common, GUARD_ENFORCEMENT: 'on', SEARCH_CACHE_ENTRIES: '0' }));
+    const cached = await start(startServerProcess({ ...envCopy2, ...common, GUARD_ENFORCEMENT: 'on' }));
     const offNext: Next = (_c, n) => ({ path: query(n), headers: { accept: 'application/fhir+json' } });
-    const onNext = await authenticatedRequests(onServer.url, ca, 80_000);
-    await runLoad({ baseUrl: offServer.url, connections: CONNECTIONS, durationMs: WARMUP_MS, next: offNext });
-    await runLoad({ baseUrl: onServer.url, connections: CONNECTIONS, durationMs: WARMUP_MS, next: onNext });
-    const off: LoadResult[] = [];
-    const on: LoadResult[] = [];
-    for (let r = 0; r < ROUNDS; r++) {
-      off.push(await runLoad({ baseUrl: offServer.url, connections: CONNECTIONS, durationMs: ROUND_MS, next: offNext, expectStatus: (s) => s === 200 }));
-      on.push(await runLoad({ baseUrl: onServer.url, connections: CONNECTIONS, durationMs: ROUND_MS, next: onNext, expectStatus: (s) => s === 200 }));
+    const scenarios: Scenario[] = [
+      { name: 'guard off (`GUARD_ENFORCEMENT=off`), no cache', server: off, next: offNext, floor: 'SQL floor' },
+      { name: 'guard on (DPoP token + proof, jti, rate limit, scopes, identity headers), no cache', server: on, next: await authenticatedRequests(on.url, ca, 120_000), floor: 'guarded floor' },
+      { name: 'guard on, calendar window cache (`SEARCH_CACHE_ENTRIES` default)', server: cached, next: await authenticatedRequests(cached.url, ca, 160_000), floor: 'guarded floor' },
+    ];
+    if (postgres) {
+      const answers = await floorAnswers(off.url);
+      const dbEnv = { DATABASE_URL: env.DATABASE_URL, REDIS_URL: process.env.REDIS_URL ?? '' };
+      const http = await start(startFloorServer({ answers: withoutSql(answers) }));
+      const sql = await start(startFloorServer({ answers }, dbEnv));
+      const guarded = await start(startFloorServer({ answers: await floorAnswers(off.url, { institution: '1-BENCH-0', seesAll: false }), verifies: 1, redis: !!process.env.REDIS_URL }, dbEnv));
+      scenarios.push(
+        { name: 'HTTP floor (`node:http`, the same bytes)', server: http, next: offNext },
+        { name: 'SQL floor (HTTP floor + the search statement with `pg`)', server: sql, next: offNext },
+        { name: `guarded floor (SQL floor + one ES256 check${process.env.REDIS_URL ? ' + one Redis script call' : ''})`, server: guarded, next: offNext },
+      );
     }
+    const measured = await rotatingRounds(scenarios, CONNECTIONS, ROUND_MS, postgres);
     // Unloaded latency: one connection, so queueing does not hide or inflate the guard's own cost.
-    const offOne: LoadResult[] = [];
-    const onOne: LoadResult[] = [];
-    for (let r = 0; r < ROUNDS; r++) {
-      offOne.push(await runLoad({ baseUrl: offServer.url, connections: 1, durationMs: ROUND_MS / 2, next: offNext, expectStatus: (s) => s === 200 }));
-      onOne.push(await runLoad({ baseUrl: onServer.url, connections: 1, durationMs: ROUND_MS / 2, next: onNext, expectStatus: (s) => s === 200 }));
-    }
-    const a = medianOf(off);
-    const b = medianOf(on);
-    const a1 = medianOf(offOne);
-    const b1 = medianOf(onOne);
-    const ratios = on.map((x, i) => x.rps / off[i].rps);
+    const one = await rotatingRounds(scenarios.slice(0, 2), 1, ROUND_MS / 2, postgres);
+    const floorOf = (name: string | undefined) => scenarios.findIndex((x) => name !== undefined && x.name.startsWith(name));
+    const rows = scenarios.map((sc, i) => {
+      const m = medianOf(measured[i].runs);
+      const f = floorOf(sc.floor);
+      const ratio = f >= 0 ? ` ${median(measured[i].runs.map((r, k) => r.rps / measured[f].runs[k].rps)).toFixed(2)} of the ${sc.floor}` : ' –';
+      return `| ${sc.name} | ${m.requests} | ${m.rps.toFixed(0)} | ${ms(m.p50)} | ${ms(m.p99)} | ${m.errors} | ${cpuPerRequest(measured[i])} |${ratio} |`;
+    });
+    const keeps = median(measured[1].runs.map((r, k) => r.rps / measured[0].runs[k].rps));
+    const cachedKeeps = median(measured[2].runs.map((r, k) => r.rps / measured[1].runs[k].rps));
+    const a1 = medianOf(one[0].runs);
+    const b1 = medianOf(one[1].runs);
     return [
-      `Store: ${store}; ${(SCHEDULES * SLOTS_PER_SCHEDULE).toLocaleString('en')} Slots in ${SCHEDULES} Schedules; query \`Slot?schedule=X&status=free&start=ge..&start=le..&_count=10\` (one day). Two server processes (guard off, guard on) on copies of the same data, ${CONNECTIONS} connections, ${ROUNDS} alternating rounds of ${ROUND_MS / 1000} s each after a ${WARMUP_MS / 1000} s warm-up; the table shows the median round (requests: sum of all rounds). Machine: ${os.cpus().length} cores, shared with other work (load average ${os.loadavg()[0].toFixed(1)} at the end). Guard on: ${CONNECTIONS} institutions (one token and DPoP key each), a fresh proof per request.`,
+      `Store: ${store}; ${(SCHEDULES * SLOTS_PER_SCHEDULE).toLocaleString('en')} Slots in ${SCHEDULES} Schedules; query \`Slot?schedule=X&status=free&start=ge..&start=le..&_count=10\` (one day; 560 distinct queries). Each server in its own process on a copy of the same data, default log level; ${CONNECTIONS} connections, ${ROUNDS} rounds of ${ROUND_MS / 1000} s per scenario after a ${WARMUP_MS / 1000} s warm-up, the scenarios of a round back to back in rotating order; the table shows the median round (requests: sum of all rounds). Machine: ${os.cpus().length} cores, load average (1 / 5 / 15 min) ${loadAtStart} at the start, ${loadAverage()} at the end. Guard on: ${CONNECTIONS} institutions (one token and DPoP key each), a fresh proof per request.`,
       '',
-      TABLE_HEAD,
-      row('guard off (`GUARD_ENFORCEMENT=off`)', a),
-      row('guard on (DPoP token + proof, jti, rate limit, scopes, identity headers)', b),
-      row('guard off, 1 connection', a1),
-      row('guard on, 1 connection', b1),
+      '| scenario | requests | req/s | p50 ms | p99 ms | errors | CPU ms per request | ratio (median of rounds) |',
+      '|---|---|---|---|---|---|---|---|',
+      ...rows,
       '',
-      `Guard on keeps ${(median(ratios) * 100).toFixed(1)}% of the throughput (median of the per-round ratios ${ratios.map((x) => `${(x * 100).toFixed(0)}%`).join(', ')}); at ${CONNECTIONS} connections it adds ${(b.p50 - a.p50).toFixed(2)} ms at p50 and ${(b.p99 - a.p99).toFixed(2)} ms at p99 (queueing included); unloaded (1 connection) ${(b1.p50 - a1.p50).toFixed(2)} ms at p50 and ${(b1.p99 - a1.p99).toFixed(2)} ms at p99.`,
-      `Aim: over 80% of the throughput and under 1 ms added at p50 (seed 000 section 8: proxy request mean 75 ms, p99 1 s).`,
+      `Guard on keeps ${(keeps * 100).toFixed(0)}% of the unguarded throughput (per round: ${measured[1].runs.map((r, k) => `${((r.rps / measured[0].runs[k].rps) * 100).toFixed(0)}%`).join(', ')}); the window cache multiplies the guarded throughput by ${cachedKeeps.toFixed(2)}. Unloaded (1 connection, ${ROUNDS} rounds): guard off p50 ${ms(a1.p50)} ms, on ${ms(b1.p50)} ms, so the guard adds ${(b1.p50 - a1.p50).toFixed(2)} ms at p50 and ${(b1.p99 - a1.p99).toFixed(2)} ms at p99.`,
+      'Aims (issue 15): without the cache at least 0.6 of the floor, the guard keeping at least 0.85 of the unguarded throughput and adding under 0.3 ms at p50; with the cache at least 2,000 req/s on a quiet 2-core machine.',
     ].join('\n');
   } finally {
-    await Promise.all([offServer.stop(), onServer.stop()]);
+    await Promise.all(servers.map((x) => x.stop()));
     await cleanup();
     fs.rmSync(path.dirname(anchors), { recursive: true, force: true });
   }
+}
+
+/**
+ * Rounds of every scenario back to back, the order rotating each round, after one warm-up each;
+ * CPU of the scenario's server (and PostgreSQL, Redis) read around each run.
+ */
+export async function rotatingRounds(scenarios: Scenario[], connections: number, roundMs: number, postgres: boolean): Promise<Measured[]> {
+  for (const sc of scenarios) await runLoad({ baseUrl: sc.server.url, connections, durationMs: Math.min(WARMUP_MS, roundMs), next: sc.next });
+  const out: Measured[] = scenarios.map(() => ({ runs: [], cpu: [] }));
+  for (let r = 0; r < ROUNDS; r++) {
+    for (let j = 0; j < scenarios.length; j++) {
+      const i = (j + r) % scenarios.length;
+      const sc = scenarios[i];
+      const meter = cpuMeter({
+        server: () => [sc.server.pid],
+        ...(postgres ? { postgres: () => pidsNamed('postgres') } : {}),
+        ...(process.env.REDIS_URL && postgres ? { redis: () => pidsNamed('redis-server') } : {}),
+      });
+      const run = await runLoad({ baseUrl: sc.server.url, connections, durationMs: roundMs, next: sc.next, expectStatus: (s) => s === 200 });
+      out[i].runs.push(run);
+      out[i].cpu.push(Object.fromEntries(Object.entries(meter.stop()).map(([k, v]) => [k, (v * 1000) / Math.max(1, run.requests)])));
+    }
+  }
+  return out;
+}
+
+function cpuPerRequest(m: Measured): string {
+  const names = Object.keys(m.cpu[0] ?? {});
+  return names.map((n) => `${n} ${median(m.cpu.map((c) => c[n])).toFixed(2)}`).join(', ');
+}
+
+/** The bytes and statements of every query the load sends, as the guard-off server answers and runs them. */
+async function floorAnswers(baseUrl: string, scope?: Viewer): Promise<Record<string, { body: string; contentType: string; sql: { text: string; values: unknown[] }[] }>> {
+  const answers: Record<string, { body: string; contentType: string; sql: { text: string; values: unknown[] }[] }> = {};
+  for (let n = 0; n < SCHEDULES * 28; n++) {
+    const p = query(n);
+    if (answers[p]) continue;
+    const res = await fetch(`${baseUrl}${p}`, { headers: { accept: 'application/fhir+json' } });
+    const pairs = [...new URL(p, baseUrl).searchParams.entries()];
+    const sql: { text: string; values: unknown[] }[] = [];
+    const capture = {
+      kind: 'pg',
+      inTransaction: false,
+      query: async (text: string, values: unknown[] = []) => {
+        sql.push({ text, values });
+        return { rows: [], rowCount: 0 };
+      },
+    } as unknown as Db;
+    await executeSearch(capture, parseSearch('Slot', pairs).request, { scope, now: new Date(), baseUrl: `${baseUrl}/fhir` });
+    answers[p] = { body: await res.text(), contentType: res.headers.get('content-type') ?? 'application/fhir+json', sql };
+  }
+  return answers;
+}
+
+function withoutSql<T extends { sql?: unknown }>(answers: Record<string, T>): Record<string, Omit<T, 'sql'>> {
+  return Object.fromEntries(Object.entries(answers).map(([k, { sql: _sql, ...rest }]) => [k, rest]));
 }
 
 export type Next = (client: number, n: number) => LoadRequest | Promise<LoadRequest>;
@@ -137,7 +227,9 @@ export async function authenticatedRequests(url: string, ca: ReturnType<typeof c
   };
 }
 
-export async function prepareStore(postgres: boolean): Promise<{ env: Record<string, string>; envCopy: Record<string, string>; store: string; cleanup(): Promise<void> }> {
+export async function prepareStore(
+  postgres: boolean,
+): Promise<{ env: Record<string, string>; envCopy: Record<string, string>; envCopy2: Record<string, string>; postgres: boolean; store: string; cleanup(): Promise<void> }> {
   const base = process.env.DATABASE_URL;
   if (postgres && base) {
     const admin = new Pool({ connectionString: base, max: 1 });
@@ -151,6 +243,8 @@ export async function prepareStore(postgres: boolean): Promise<{ env: Record<str
     return {
       env,
       envCopy: env,
+      envCopy2: env,
+      postgres: true,
       store: `PostgreSQL (local)${process.env.REDIS_URL ? ' + Redis (replay cache, rate limit)' : ''}`,
       cleanup: async () => {
         const a = new Pool({ connectionString: base, max: 1 });
@@ -163,14 +257,17 @@ export async function prepareStore(postgres: boolean): Promise<{ env: Record<str
   await load(undefined, dir);
   // PGlite belongs to one process: the second server gets a copy.
   const copy = `${dir}-copy`;
+  const copy2 = `${dir}-copy2`;
   fs.cpSync(dir, copy, { recursive: true });
+  fs.cpSync(dir, copy2, { recursive: true });
   return {
     env: { DATA_DIR: dir, DATABASE_URL: '', REDIS_URL: '' },
     envCopy: { DATA_DIR: copy, DATABASE_URL: '', REDIS_URL: '' },
+    envCopy2: { DATA_DIR: copy2, DATABASE_URL: '', REDIS_URL: '' },
+    postgres: false,
     store: 'PGlite (embedded)',
     cleanup: async () => {
-      fs.rmSync(dir, { recursive: true, force: true });
-      fs.rmSync(copy, { recursive: true, force: true });
+      for (const d of [dir, copy, copy2]) fs.rmSync(d, { recursive: true, force: true });
     },
   };
 }

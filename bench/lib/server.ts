@@ -9,9 +9,17 @@ const ROOT = path.join(__dirname, '..', '..');
  * until /readyz answers;
  * `root`: another checkout of the project (a baseline revision to compare with).
  */
-export async function startServerProcess(env: Record<string, string>, root = ROOT): Promise<{ url: string; stop(): Promise<void> }> {
+export interface ServerProcess {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+export async function startServerProcess(env: Record<string, string>, root = ROOT): Promise<ServerProcess> {
   const port = String(20000 + Math.floor(Math.random() * 20000));
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'main.ts'), 'serve'], {
+  // BENCH_SERVER_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): flags for the server processes only.
+  const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(root, 'src', 'main.ts'), 'serve'], {
     cwd: root,
     // The default log level (issue 15: benchmark what deployments run): an access-log line per
     // request, written to /dev/null rather than into the benchmark's report.
@@ -27,6 +35,7 @@ export async function startServerProcess(env: Record<string, string>, root = ROO
   }
   return {
     url,
+    pid: child.pid as number,
     stop: () =>
       new Promise((resolve) => {
         child.once('exit', () => resolve());
@@ -42,4 +51,37 @@ function ready(url: string): Promise<boolean> {
       resolve(res.statusCode === 200);
     }).on('error', () => resolve(false));
   });
+}
+
+/**
+ * The floor server (floor-server.ts) of a scenario in its own process, with `spec` as FLOOR_SPEC;
+ * `env` gives DATABASE_URL / REDIS_URL when the floor replays statements or uses Redis.
+ */
+export async function startFloorServer(spec: unknown, env: Record<string, string> = {}): Promise<ServerProcess> {
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-floor-')), 'spec.json');
+  fs.writeFileSync(file, JSON.stringify(spec));
+  const port = String(20000 + Math.floor(Math.random() * 20000));
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'floor-server.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, FLOOR_SPEC: file, PORT: port },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', (code) => reject(new Error(`floor server exited with ${code}`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pid: child.pid as number,
+    stop: () =>
+      new Promise((resolve) => {
+        child.once('exit', () => {
+          fs.rmSync(path.dirname(file), { recursive: true, force: true });
+          resolve();
+        });
+        child.kill('SIGTERM');
+      }),
+  };
 }

@@ -1,10 +1,10 @@
 import { decodeJwt, decodeProtectedHeader } from 'jose';
-import { checkDpopReplay, verifyDpopProof, type VerifiedDpopProof } from '../dpop/verify-dpop-proof';
+import { checkDpopReplay, dpopProofReplayed, dpopProofUse, verifyDpopProof, type VerifiedDpopProof } from '../dpop/verify-dpop-proof';
 import { InvalidRequest, RateLimitExceeded, UnsupportedGrantType, UseDpopNonce } from '../errors';
 import { parseForm } from '../http/form';
 import { consumeNonce, issueNonce } from '../state/nonce-store';
-import { hitRateLimit, rateLimitHeaders } from '../state/rate-limit';
-import { verifyClientAssertion, type AuthenticatedClient } from './client-auth/verify-client-assertion';
+import { limitFor, rateLimitHeaders, rateLimitResult } from '../state/rate-limit';
+import { assertionReplayed, verifyClientAssertion, type AuthenticatedClient } from './client-auth/verify-client-assertion';
 import type { GuardDeps } from './deps';
 import { GRANT_AUTHORIZATION_CODE, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from '../../protocol/oauth';
 import { authorizationCodeGrant } from './grants/authorization-code';
@@ -29,16 +29,18 @@ export interface EndpointRequest {
 export async function tokenEndpoint(deps: GuardDeps, req: EndpointRequest): Promise<TokenResponse | WorkloadTokenResponse> {
   const params = formParameters(req);
   const grantType = grantTypeIsSupported(params);
-  const proof = await dpopProofIsValid(deps, req, deps.urls.token);
+  const refresh = grantType === GRANT_REFRESH_TOKEN;
+  // A refresh records its proof's jti with the client's assertion jti and counter (one round trip).
+  const proof = await dpopProofIsValid(deps, req, deps.urls.token, !refresh);
   if (grantType === GRANT_TOKEN_EXCHANGE && isWorkloadExchange(deps, params, req)) {
     // A service, not a registered client (CONTRACT 11): no client assertion; a nonce is optional.
     await dpopNonceIsFresh(deps, proof, false);
     return workloadExchange(deps, { params, proof, ip: req.ip });
   }
   // Grants that start a session bind the client's posture to a fresh nonce; a refresh need not.
-  const nonce = await dpopNonceIsFresh(deps, proof, grantType !== GRANT_REFRESH_TOKEN);
+  const nonce = await dpopNonceIsFresh(deps, proof, !refresh);
   // A refresh reads only the client's id, key and grant types: a cached active client will do.
-  const auth = await authenticateClient(deps, params, req, undefined, grantType !== GRANT_REFRESH_TOKEN);
+  const auth = await authenticateClient(deps, params, req, { fresh: !refresh, proof: refresh ? proof : undefined });
   if (grantType === GRANT_TOKEN_EXCHANGE) return tokenExchange(deps, { params, proof, nonce: nonce!, auth, ip: req.ip });
   if (grantType === GRANT_AUTHORIZATION_CODE) return authorizationCodeGrant(deps, { params, proof, nonce: nonce!, auth, ip: req.ip });
   return refreshGrant(deps, { params, proof, auth, ip: req.ip });
@@ -72,8 +74,11 @@ function grantTypeIsSupported(params: Map<string, string>): string {
   return grantType;
 }
 
-/** RFC 9449 §4.3 on the token endpoint: 400 `invalid_dpop_proof` (§5), jti replay-checked. */
-export async function dpopProofIsValid(deps: GuardDeps, req: EndpointRequest, url: string): Promise<VerifiedDpopProof> {
+/**
+ * RFC 9449 §4.3 on the token endpoint: 400 `invalid_dpop_proof` (§5); the jti replay-checked here
+ * (`replay`) or by `authenticateClient` with the client's own single-use values.
+ */
+export async function dpopProofIsValid(deps: GuardDeps, req: EndpointRequest, url: string, replay: boolean): Promise<VerifiedDpopProof> {
   const proof = await verifyDpopProof({
     headerValues: req.dpop,
     method: 'POST',
@@ -83,7 +88,7 @@ export async function dpopProofIsValid(deps: GuardDeps, req: EndpointRequest, ur
     skewSec: deps.settings.clockSkewSec,
     keyOf: deps.es256Keys.keyOf,
   });
-  await checkDpopReplay(deps.state, deps.ctx.now(), proof, deps.settings.dpopMaxAgeSec);
+  if (replay) await checkDpopReplay(deps.state, deps.ctx.now(), proof, deps.settings.dpopMaxAgeSec);
   return proof;
 }
 
@@ -101,24 +106,33 @@ async function dpopNonceIsFresh(deps: GuardDeps, proof: VerifiedDpopProof, requi
   });
 }
 
-/** private_key_jwt (`aud`: the issuer or the endpoint called), then the per-client rate limit. */
+/**
+ * private_key_jwt (`aud`: the issuer or the endpoint called), then in one round trip to the shared
+ * state the assertion's jti, the DPoP proof's jti when given (not yet replay-checked), and the
+ * per-client rate limit; refused in that order of precedence: replayed proof, replayed
+ * assertion, limit.
+ */
 export async function authenticateClient(
   deps: GuardDeps,
   params: Map<string, string>,
   req: EndpointRequest,
-  audiences = [deps.settings.issuer, deps.urls.token],
-  fresh = true,
+  opts: { audiences?: string[]; fresh?: boolean; proof?: VerifiedDpopProof } = {},
 ): Promise<AuthenticatedClient> {
   const auth = await verifyClientAssertion(deps.ctx, deps.settings, {
     params,
     authorization: req.authorization,
-    audiences,
-    state: deps.state,
+    audiences: opts.audiences ?? [deps.settings.issuer, deps.urls.token],
     clients: deps.clients,
-    fresh,
+    fresh: opts.fresh ?? true,
     keys: deps.es256Keys,
   });
-  const limit = await hitRateLimit(deps.state, `client:${auth.client.clientId}`, deps.settings.rateLimit.perClient, deps.ctx.now());
-  if (!limit.allowed) throw new RateLimitExceeded('too many requests for this client', { headers: rateLimitHeaders(limit) });
+  const now = deps.ctx.now();
+  const limit = limitFor(`client:${auth.client.clientId}`, deps.settings.rateLimit.perClient, now);
+  const uses = opts.proof ? [auth.assertionUse, dpopProofUse(opts.proof, deps.settings.dpopMaxAgeSec)] : [auth.assertionUse];
+  const { first, count } = await deps.state.firstUsesAndCount(uses, now, limit.bucket, limit.window);
+  if (opts.proof && !first[1]) throw dpopProofReplayed();
+  if (!first[0]) throw assertionReplayed();
+  const rate = rateLimitResult(limit, count, now);
+  if (!rate.allowed) throw new RateLimitExceeded('too many requests for this client', { headers: rateLimitHeaders(rate) });
   return auth;
 }

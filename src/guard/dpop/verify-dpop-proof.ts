@@ -3,8 +3,7 @@ import type { JWK } from 'jose';
 import { claimsOf, decodeCompactJws, MalformedJws, type CompactJws } from '../jose/compact-jws';
 import { es256Key, es256Verifies, type Es256Key, type P256Jwk } from '../jose/es256';
 import { InvalidDpopProof } from '../errors';
-import { consumeOnce } from '../state/replay-cache';
-import type { SharedState } from '../state/shared-state';
+import { stateKey, type SharedState, type SingleUse } from '../state/shared-state';
 
 /** RFC 9449 §4.2: the only proof signature algorithm we accept (FAPI 2.0, ZETA PEP: ES256). */
 export const DPOP_ALGS = ['ES256'] as const;
@@ -81,10 +80,17 @@ export async function verifyDpopProof(check: DpopProofCheck): Promise<VerifiedDp
 
 /** RFC 9449 §11.1: a proof's jti is accepted once per key while the proof could still be valid. */
 export async function checkDpopReplay(state: SharedState, now: Date, proof: VerifiedDpopProof, maxAgeSec: number, errorStatus?: number): Promise<void> {
-  const expiresAt = new Date((proof.iat + maxAgeSec + 60) * 1000);
-  if (!(await consumeOnce(state, 'dpop', `${proof.jkt}:${proof.jti}`, expiresAt, now))) {
-    throw new InvalidDpopProof('DPoP proof jti has been used before', { status: errorStatus });
-  }
+  const use = dpopProofUse(proof, maxAgeSec);
+  if (!(await state.firstUse(use.key, use.expiresAt, now))) throw dpopProofReplayed(errorStatus);
+}
+
+/** The proof's jti as a single-use value of the shared state (recorded with others in one round trip). */
+export function dpopProofUse(proof: VerifiedDpopProof, maxAgeSec: number): SingleUse {
+  return { key: stateKey('dpop', `${proof.jkt}:${proof.jti}`), expiresAt: new Date((proof.iat + maxAgeSec + 60) * 1000) };
+}
+
+export function dpopProofReplayed(errorStatus?: number): Error {
+  return new InvalidDpopProof('DPoP proof jti has been used before', { status: errorStatus });
 }
 
 /** base64url(SHA-256(ASCII access token)), the `ath` claim. */

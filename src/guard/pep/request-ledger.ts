@@ -22,6 +22,6 @@ export interface LedgerResult {
  */
 export async function recordRequest(state: SharedState, now: Date, e: LedgerEntry): Promise<LedgerResult> {
   const limit = limitFor(e.bucket, e.rule, now);
-  const { first, count } = await state.firstUseAndCount(stateKey('dpop', e.proof), e.seenUntil, now, limit.bucket, limit.window);
-  return { fresh: first, rate: rateLimitResult(limit, count, now) };
+  const { first, count } = await state.firstUsesAndCount([{ key: stateKey('dpop', e.proof), expiresAt: e.seenUntil }], now, limit.bucket, limit.window);
+  return { fresh: first[0], rate: rateLimitResult(limit, count, now) };
 }

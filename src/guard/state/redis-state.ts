@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { SharedStateUnavailable, type SharedState, type StateKey, type Window } from './shared-state';
+import { SharedStateUnavailable, type SharedState, type SingleUse, type StateKey, type Window } from './shared-state';
 
 /**
  * Redis: `SET NX PXAT` for single use, `INCR` + `PEXPIREAT` for counters, `GETDEL` for nonces;
@@ -10,9 +10,9 @@ export class RedisState implements SharedState {
   readonly kind = 'redis' as const;
 
   constructor(private readonly redis: Redis) {
-    // One script instead of a 5-command MULTI: one command for Redis to parse and run per request.
-    // ioredis sends EVALSHA and falls back to EVAL when Redis lost its script cache (a restart).
-    if (!(FIRST_USE_AND_COUNT in redis)) redis.defineCommand(FIRST_USE_AND_COUNT, { numberOfKeys: 2, lua: FIRST_USE_AND_COUNT_LUA });
+    // One script instead of a MULTI: one command for Redis to parse and run per request. ioredis
+    // sends EVALSHA and falls back to EVAL when Redis lost its script cache (a restart).
+    if (!(FIRST_USES_AND_COUNT in redis)) redis.defineCommand(FIRST_USES_AND_COUNT, { lua: FIRST_USES_AND_COUNT_LUA });
   }
 
   async put(key: StateKey, expiresAt: Date): Promise<void> {
@@ -35,12 +35,12 @@ export class RedisState implements SharedState {
     return Number(res?.[0]?.[1] ?? 1);
   }
 
-  async firstUseAndCount(key: StateKey, expiresAt: Date, _now: Date, bucket: string, window: Window): Promise<{ first: boolean; count: number }> {
-    const script = (this.redis as unknown as Record<string, FirstUseAndCount>)[FIRST_USE_AND_COUNT];
-    const [first, count] = await this.run(() =>
-      script.call(this.redis, seenKey(key), counterKey(bucket, window), String(wallExpiry(expiresAt)), String(wallExpiry(new Date(window.resetMs)))),
-    );
-    return { first: first === 1, count: Number(count) };
+  async firstUsesAndCount(uses: readonly SingleUse[], _now: Date, bucket: string, window: Window): Promise<{ first: boolean[]; count: number }> {
+    const script = (this.redis as unknown as Record<string, FirstUsesAndCount>)[FIRST_USES_AND_COUNT];
+    const keys = [counterKey(bucket, window), ...uses.map((u) => seenKey(u.key))];
+    const expiries = [wallExpiry(new Date(window.resetMs)), ...uses.map((u) => wallExpiry(u.expiresAt))].map(String);
+    const reply = await this.run(() => script.call(this.redis, keys.length, ...keys, ...expiries));
+    return { count: Number(reply[0]), first: uses.map((_, i) => reply[i + 1] === 1) };
   }
 
   private async run<T>(command: () => Promise<T>): Promise<T> {
@@ -52,15 +52,19 @@ export class RedisState implements SharedState {
   }
 }
 
-const FIRST_USE_AND_COUNT = 'terminusFirstUseAndCount';
-type FirstUseAndCount = (seen: string, counter: string, seenExpiry: string, counterExpiry: string) => Promise<[number, number]>;
-/** KEYS: the replay key, the counter; ARGV: their expiries (Unix ms). Returns {1 if first use, count}. */
-const FIRST_USE_AND_COUNT_LUA = `
-local first = redis.call('SET', KEYS[1], '1', 'PXAT', ARGV[1], 'NX')
-local count = redis.call('INCR', KEYS[2])
-redis.call('PEXPIREAT', KEYS[2], ARGV[2])
-if first then return {1, count} end
-return {0, count}`;
+const FIRST_USES_AND_COUNT = 'terminusFirstUsesAndCount';
+type FirstUsesAndCount = (numberOfKeys: number, ...keysThenArgs: string[]) => Promise<number[]>;
+/**
+ * KEYS: the counter, then the single-use keys; ARGV: their expiries (Unix ms), in the same order.
+ * Returns {count, 1 or 0 per single-use key (1: first use)}.
+ */
+const FIRST_USES_AND_COUNT_LUA = `
+local out = {redis.call('INCR', KEYS[1])}
+redis.call('PEXPIREAT', KEYS[1], ARGV[1])
+for i = 2, #KEYS do
+  if redis.call('SET', KEYS[i], '1', 'PXAT', ARGV[i], 'NX') then out[i] = 1 else out[i] = 0 end
+end
+return out`;
 
 const nonceKey = (key: StateKey) => `guard:${key.namespace}:${key.hash}`;
 const seenKey = (key: StateKey) => `guard:seen:${key.namespace}:${key.hash}`;

@@ -18,6 +18,12 @@ export function stateKey(namespace: string, raw: string): StateKey {
   return { namespace, hash: crypto.createHash('sha256').update(raw).digest('base64url') };
 }
 
+/** A value that may be used once until `expiresAt` (a jti). */
+export interface SingleUse {
+  key: StateKey;
+  expiresAt: Date;
+}
+
 /** A fixed window of a rate limit: its number and when it ends. */
 export interface Window {
   start: number;
@@ -40,8 +46,11 @@ export interface SharedState {
   firstUse(key: StateKey, expiresAt: Date, now: Date): Promise<boolean>;
   /** Counts one hit in `bucket`'s window; the count after it. */
   count(bucket: string, window: Window): Promise<number>;
-  /** `firstUse` and `count` in one round trip (the enforcement point, on every request). */
-  firstUseAndCount(key: StateKey, expiresAt: Date, now: Date, bucket: string, window: Window): Promise<{ first: boolean; count: number }>;
+  /**
+   * `firstUse` of each key and `count` of the bucket in one round trip (the enforcement point and
+   * the token endpoint, on every request): `first[i]` answers `uses[i]`.
+   */
+  firstUsesAndCount(uses: readonly SingleUse[], now: Date, bucket: string, window: Window): Promise<{ first: boolean[]; count: number }>;
 }
 
 /** Thrown by the Redis adapter when Redis does not answer: the guard answers 503, not 500. */

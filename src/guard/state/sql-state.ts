@@ -1,5 +1,5 @@
 import type { Db } from '../../store';
-import type { SharedState, StateKey, Window } from './shared-state';
+import type { SharedState, SingleUse, StateKey, Window } from './shared-state';
 
 /** Expired rows are purged at most this often per application (one DELETE per table). */
 const PURGE_EVERY_MS = 60_000;
@@ -53,22 +53,23 @@ export class SqlState implements SharedState {
    * lost in a database crash costs nothing; waiting for fsync on every request cost most of the
    * throughput. `set_config(..., true)` lasts until the end of this statement's own transaction.
    */
-  async firstUseAndCount(key: StateKey, expiresAt: Date, now: Date, bucket: string, window: Window): Promise<{ first: boolean; count: number }> {
-    const r = await this.db.query<{ fresh: number; count: number }>(
+  async firstUsesAndCount(uses: readonly SingleUse[], now: Date, bucket: string, window: Window): Promise<{ first: boolean[]; count: number }> {
+    const r = await this.db.query<{ fresh: string[] | null; count: number }>(
       `WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
        seen AS (
-         INSERT INTO guard_seen (namespace, key, expires_at) VALUES ($7, $1, $2)
-         ON CONFLICT (namespace, key) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE guard_seen.expires_at <= $3
-         RETURNING 1),
+         INSERT INTO guard_seen (namespace, key, expires_at) SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[])
+         ON CONFLICT (namespace, key) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE guard_seen.expires_at <= $4
+         RETURNING namespace || ':' || key AS k),
        counted AS (
-         INSERT INTO guard_rate_counter (key, window_start, count, expires_at) VALUES ($4, $5, 1, $6)
+         INSERT INTO guard_rate_counter (key, window_start, count, expires_at) VALUES ($5, $6, 1, $7)
          ON CONFLICT (key, window_start) DO UPDATE SET count = guard_rate_counter.count + 1
          RETURNING count)
-       SELECT (SELECT count(*) FROM seen)::int AS fresh, (SELECT count FROM counted)::int AS count, (SELECT v FROM async_commit) AS async_commit`,
-      [key.hash, expiresAt, now, bucket, window.start, new Date(window.resetMs), key.namespace],
+       SELECT (SELECT array_agg(k) FROM seen) AS fresh, (SELECT count FROM counted)::int AS count, (SELECT v FROM async_commit) AS async_commit`,
+      [uses.map((u) => u.key.namespace), uses.map((u) => u.key.hash), uses.map((u) => u.expiresAt), now, bucket, window.start, new Date(window.resetMs)],
     );
     await this.purge(now);
-    return { first: Number(r.rows[0]?.fresh) === 1, count: Number(r.rows[0]?.count ?? 1) };
+    const fresh = new Set(r.rows[0]?.fresh ?? []);
+    return { first: uses.map((u) => fresh.has(`${u.key.namespace}:${u.key.hash}`)), count: Number(r.rows[0]?.count ?? 1) };
   }
 
   private async purge(now: Date): Promise<void> {
@@ -105,14 +106,17 @@ export class EmbeddedState extends SqlState {
     memory.set('guard:ledger', this.ledger);
   }
 
-  override async firstUseAndCount(key: StateKey, expiresAt: Date, now: Date, bucket: string, window: Window): Promise<{ first: boolean; count: number }> {
+  override async firstUsesAndCount(uses: readonly SingleUse[], now: Date, bucket: string, window: Window): Promise<{ first: boolean[]; count: number }> {
     const l = this.ledger;
     const nowMs = now.getTime();
     this.sweep(nowMs);
-    const k = `${key.namespace}:${key.hash}`;
-    const until = l.seen.get(k);
-    const first = until === undefined || until <= nowMs;
-    if (first) l.seen.set(k, expiresAt.getTime());
+    const first = uses.map(({ key, expiresAt }) => {
+      const k = `${key.namespace}:${key.hash}`;
+      const until = l.seen.get(k);
+      const fresh = until === undefined || until <= nowMs;
+      if (fresh) l.seen.set(k, expiresAt.getTime());
+      return fresh;
+    });
     const c = l.counters.get(bucket);
     const count = c && c.window === window.start ? ++c.count : 1;
     if (count === 1) l.counters.set(bucket, { window: window.start, count, resetMs: window.resetMs });

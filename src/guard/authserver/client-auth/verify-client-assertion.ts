@@ -5,8 +5,7 @@ import type { AppContext } from '../../../context';
 import { InvalidClient, InvalidRequest } from '../../errors';
 import { oneAuthorization } from '../../http/authorization-header';
 import type { GuardSettings } from '../../settings';
-import { consumeOnce } from '../../state/replay-cache';
-import type { SharedState } from '../../state/shared-state';
+import { stateKey, type SingleUse } from '../../state/shared-state';
 import type { ActiveClients, ClientRecord } from '../clients/client-store';
 import { CLIENT_ASSERTION_TYPE_JWT } from '../../../protocol/oauth';
 
@@ -19,8 +18,6 @@ export interface ClientAssertionInput {
   authorization?: string | readonly string[];
   /** Accepted `aud` values: the issuer and the token endpoint URL, each as a single string. */
   audiences: string[];
-  /** Where used assertion jtis are remembered. */
-  state: SharedState;
   /** Registered clients (the store, through the active-client cache). */
   clients: ActiveClients;
   /** false: a cached active client will do (the grant reads only its id, key and grant types). */
@@ -32,6 +29,8 @@ export interface ClientAssertionInput {
 export interface AuthenticatedClient {
   client: ClientRecord;
   claims: JWTPayload & { client_statement?: unknown };
+  /** The assertion's jti, still to be recorded as used (RFC 7523 §3 #16, #17): the caller's round trip. */
+  assertionUse: SingleUse;
 }
 
 /**
@@ -54,8 +53,8 @@ export async function verifyClientAssertion(ctx: AppContext, settings: GuardSett
   const now = Math.floor(ctx.now().getTime() / 1000);
   expiryIsPresentAndNear(claims, now, settings); // #12, #13
   notIssuedInTheFuture(claims, now, settings); // #14, #15
-  await jtiIsFresh(ctx, input.state, claims, clientId, settings); // #16, #17
-  return { client, claims };
+  const assertionUse = jtiIsPresent(claims, clientId, settings); // #16, #17 (recorded by the caller)
+  return { client, claims, assertionUse };
 }
 
 function onlyOneAuthenticationMechanism(input: ClientAssertionInput): void {
@@ -148,10 +147,11 @@ function notIssuedInTheFuture(claims: JWTPayload, now: number, settings: GuardSe
   }
 }
 
-async function jtiIsFresh(ctx: AppContext, state: SharedState, claims: JWTPayload, clientId: string, settings: GuardSettings): Promise<void> {
+function jtiIsPresent(claims: JWTPayload, clientId: string, settings: GuardSettings): SingleUse {
   if (typeof claims.jti !== 'string' || claims.jti.length === 0 || claims.jti.length > 256) throw new InvalidClient('client assertion must carry a unique jti');
-  const until = new Date(((claims.exp as number) + settings.clockSkewSec) * 1000);
-  if (!(await consumeOnce(state, 'client_assertion', `${clientId}:${claims.jti}`, until, ctx.now()))) {
-    throw new InvalidClient('client assertion tokens must only be used once');
-  }
+  return { key: stateKey('client_assertion', `${clientId}:${claims.jti}`), expiresAt: new Date(((claims.exp as number) + settings.clockSkewSec) * 1000) };
+}
+
+export function assertionReplayed(): Error {
+  return new InvalidClient('client assertion tokens must only be used once');
 }

@@ -30,7 +30,7 @@ export interface Redirect {
  */
 export async function pushAuthorizationRequest(deps: GuardDeps, req: EndpointRequest): Promise<{ request_uri: string; expires_in: number }> {
   const params = formParameters(req);
-  const auth = await authenticateClient(deps, params, req, [deps.settings.issuer, deps.urls.par]);
+  const auth = await authenticateClient(deps, params, req, { audiences: [deps.settings.issuer, deps.urls.par] });
   const { client } = auth;
   if (params.has('request')) throw new InvalidRequest('request objects are not supported: push the parameters as a form');
   if (params.get('response_type') !== 'code') throw new UnsupportedResponseType('response_type must be code');
