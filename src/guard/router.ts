@@ -4,6 +4,7 @@ import { defaultPostureVerifiers, defaultRegistrationVerifiers, type PostureVeri
 import { authorizationServerMetadata, newestStableMajor, openidConfiguration, protectedResourceMetadata } from './authserver/discovery';
 import type { GuardDeps } from './authserver/deps';
 import { ActiveClients } from './authserver/clients/client-store';
+import { RefreshFamilies } from './authserver/tokens/refresh-tokens';
 import { Es256KeyCache } from './jose/es256';
 import { registerClient, resendRegistrationCode, verifyRegistration } from './authserver/registration/register-client';
 import { revokeEndpoint } from './authserver/revoke';
@@ -218,6 +219,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
     accessTokens: new AccessTokenVerifier(keys, pepSettings(ctx.config), ctx.now, sessions),
     es256Keys: new Es256KeyCache(),
     clients: new ActiveClients(),
+    families: new RefreshFamilies(),
   };
 }
 

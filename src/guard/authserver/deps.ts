@@ -8,6 +8,7 @@ import type { endpoints, GuardSettings } from '../settings';
 import type { SharedState } from '../state/shared-state';
 import type { RevokedSessions } from '../state/revoked-sessions';
 import type { AccessTokenVerifier } from './tokens/verify-access-token';
+import type { RefreshFamilies } from './tokens/refresh-tokens';
 import type { WorkloadIssuers } from './workload/workload-issuers';
 import type { UpstreamIdps } from './code-flow/upstream-idps';
 import type { ActiveClients } from './clients/client-store';
@@ -41,4 +42,6 @@ export interface GuardDeps {
   es256Keys: Es256KeyCache;
   /** Active clients for client authentication (client-store.ts). */
   clients: ActiveClients;
+  /** Families of the refresh tokens this process issued (refresh-tokens.ts). */
+  families: RefreshFamilies;
 }

@@ -5,7 +5,7 @@ import type { GuardDeps } from '../deps';
 import { GRANT_REFRESH_TOKEN } from '../../../protocol/oauth';
 import { policyAllows } from '../policy-gate';
 import { isWorkloadInput } from '../../policy';
-import { findRefreshToken, revokeSession, type RefreshTokenRecord } from '../tokens/refresh-tokens';
+import { findRefreshToken, refreshTokenHash, revokeSession, type RefreshTokenRecord } from '../tokens/refresh-tokens';
 import { rotatedTokens, type TokenResponse } from '../tokens/token-response';
 
 export interface RefreshRequest {
@@ -23,7 +23,9 @@ export async function refreshGrant(deps: GuardDeps, r: RefreshRequest): Promise<
   const { ctx } = deps;
   const value = parametersArePresent(r);
   clientMayUseGrant(r.auth.client.grantTypes);
-  const rt = await tokenIsKnown(deps, value);
+  // A token this process issued needs no read (RefreshFamilies); the rotation checks use and revocation.
+  const known = deps.families.take(refreshTokenHash(value));
+  const rt = known ?? (await tokenIsKnown(deps, value));
   tokenBelongsToClient(rt, r.auth.client.clientId);
   resourceIsTheSessionResource(r.params, rt);
   familyIsAlive(rt);
@@ -46,11 +48,15 @@ export async function refreshGrant(deps: GuardDeps, r: RefreshRequest): Promise<
   });
   // Rotation: exactly one of two racing refreshes consumes the token; the other is a reuse.
   const tokens = await rotatedTokens(deps, rt.tokenHash, rt.session, decision, scope);
-  if (!tokens) {
-    await revokeSession(ctx, deps.sessions, rt.session.sid, 'refresh token reused');
-    throw new InvalidGrant('refresh token already used; the session has been revoked');
+  if (tokens) return tokens;
+  if (known) {
+    // Not rotated: the store says why (revoked; used before, a reuse that ends the family).
+    const stored = await tokenIsKnown(deps, value);
+    familyIsAlive(stored);
+    await tokenIsUnused(deps, stored);
   }
-  return tokens;
+  await revokeSession(ctx, deps.sessions, rt.session.sid, 'refresh token reused');
+  throw new InvalidGrant('refresh token already used; the session has been revoked');
 }
 
 function parametersArePresent(r: RefreshRequest): string {

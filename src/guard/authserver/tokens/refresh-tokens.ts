@@ -32,7 +32,7 @@ function newRefreshTokenValue(): string {
   return crypto.randomBytes(32).toString('base64url');
 }
 
-function refreshTokenHash(token: string): string {
+export function refreshTokenHash(token: string): string {
   return crypto.createHash('sha256').update(token).digest('base64url');
 }
 
@@ -49,7 +49,7 @@ export async function createSession(ctx: AppContext, s: Session): Promise<void> 
 }
 
 /** A refresh token about to be stored: the value for the client, what the table keeps. */
-interface NewRefreshToken {
+export interface NewRefreshToken {
   token: string;
   hash: string;
   issuedAt: Date;
@@ -72,7 +72,7 @@ export async function createSessionWithToken(
   s: Session,
   ttlSec: number,
   attested?: { sql: (clientId: string, platform: string, at: string) => string; platform: string },
-): Promise<{ token: string; expiresAt: Date }> {
+): Promise<NewRefreshToken> {
   const rt = newRefreshToken(ctx, s, ttlSec);
   const params = [...sessionParams(s), rt.hash, rt.issuedAt, rt.expiresAt];
   const ctes = [`session AS (${INSERT_SESSION} RETURNING sid)`];
@@ -85,7 +85,7 @@ export async function createSessionWithToken(
      INSERT INTO guard_refresh_token (token_hash, sid, issued_at, expires_at) SELECT $9, sid, $10, $11 FROM session`,
     params,
   );
-  return { token: rt.token, expiresAt: rt.expiresAt };
+  return rt;
 }
 
 /**
@@ -93,14 +93,43 @@ export async function createSessionWithToken(
  * statement. Undefined when the presented token was used meanwhile (a racing refresh won): exactly
  * one of two racing refreshes gets a successor (`UPDATE … WHERE consumed_at IS NULL`).
  */
-export async function rotateRefreshToken(ctx: AppContext, presentedHash: string, session: Session, ttlSec: number): Promise<{ token: string; expiresAt: Date } | undefined> {
+export async function rotateRefreshToken(ctx: AppContext, presentedHash: string, session: Session, ttlSec: number): Promise<NewRefreshToken | undefined> {
   const rt = newRefreshToken(ctx, session, ttlSec);
+  // The family must still be alive too: a refresh that read it before a revocation committed (or
+  // knew it from RefreshFamilies) gets no successor.
   const r = await ctx.db.query(
-    `WITH used AS (UPDATE guard_refresh_token SET consumed_at = $3 WHERE token_hash = $1 AND consumed_at IS NULL RETURNING sid)
+    `WITH used AS (
+       UPDATE guard_refresh_token t SET consumed_at = $3
+        WHERE t.token_hash = $1 AND t.consumed_at IS NULL
+          AND NOT EXISTS (SELECT 1 FROM guard_session s WHERE s.sid = t.sid AND s.revoked_at IS NOT NULL)
+       RETURNING t.sid)
      INSERT INTO guard_refresh_token (token_hash, sid, issued_at, expires_at) SELECT $2, sid, $3, $4 FROM used RETURNING sid`,
     [presentedHash, rt.hash, rt.issuedAt, rt.expiresAt],
   );
-  return r.rows.length === 1 ? { token: rt.token, expiresAt: rt.expiresAt } : undefined;
+  return r.rows.length === 1 ? rt : undefined;
+}
+
+/**
+ * The families of the refresh tokens this process issued, by token hash, so a refresh needs no
+ * read: a session's client, key, claims, policy input and lifetime never change, and what does
+ * (use, revocation) the rotation statement checks in the store. A token used here is taken out;
+ * one issued by another replica is read from the store. Bounded; a full cache starts over.
+ */
+export class RefreshFamilies {
+  private readonly issued = new Map<string, RefreshTokenRecord>();
+  constructor(private readonly size = 50_000) {}
+
+  remember(session: Session, rt: NewRefreshToken): void {
+    if (this.issued.size >= this.size) this.issued.clear();
+    this.issued.set(rt.hash, { tokenHash: rt.hash, session, issuedAt: rt.issuedAt, expiresAt: rt.expiresAt });
+  }
+
+  /** The record of an unused token issued here, removed (each token is presented once). */
+  take(tokenHash: string): RefreshTokenRecord | undefined {
+    const rt = this.issued.get(tokenHash);
+    if (rt) this.issued.delete(tokenHash);
+    return rt;
+  }
 }
 
 interface Row {

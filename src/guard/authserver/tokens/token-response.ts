@@ -45,6 +45,7 @@ export async function startSession(
   // One statement: the session, its refresh token and the client's attested state (one commit).
   const attested = input.attestedPlatform === undefined ? undefined : { sql: recordAttestationSql, platform: input.attestedPlatform };
   const rt = await createSessionWithToken(deps.ctx, session, refreshTtl, attested);
+  deps.families.remember(session, rt);
   return tokenResponse(deps, session, input.decision, session.claims.scope, rt);
 }
 
@@ -54,7 +55,9 @@ export async function startSession(
  */
 export async function rotatedTokens(deps: GuardDeps, presentedHash: string, session: Session, decision: PolicyDecision, scope: string): Promise<TokenResponse | undefined> {
   const rt = await rotateRefreshToken(deps.ctx, presentedHash, session, ttlsOf(deps, decision).refreshTtl);
-  return rt && tokenResponse(deps, session, decision, scope, rt);
+  if (!rt) return undefined;
+  deps.families.remember(session, rt);
+  return tokenResponse(deps, session, decision, scope, rt);
 }
 
 async function tokenResponse(deps: GuardDeps, session: Session, decision: PolicyDecision, scope: string, rt: { token: string; expiresAt: Date }): Promise<TokenResponse> {
