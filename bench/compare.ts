@@ -39,7 +39,7 @@ export async function benchCompare(): Promise<string> {
 }
 
 /** The baseline revision as a worktree of its own, using this tree's node_modules. */
-function checkout(rev: string): { root: string; remove(): void } {
+export function checkout(rev: string): { root: string; remove(): void } {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-baseline-'));
   fs.rmSync(root, { recursive: true });
   execFileSync('git', ['-C', ROOT, 'worktree', 'add', '--detach', root, rev], { stdio: 'ignore' });

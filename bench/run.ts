@@ -9,6 +9,7 @@ import { benchSubscriptions } from './subscriptions';
 import { benchTpm } from './tpm';
 import { benchClient } from './client';
 import { benchAsl } from './asl';
+import { benchStart } from './start';
 
 /**
  * `npm run bench [name...]`: runs the named benchmarks (all by default) and rewrites their
@@ -23,6 +24,7 @@ const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
   client: { title: 'Reference client: stress search and book through the library, client overhead per request (issue 11)', run: benchClient },
   tpm: { title: 'Hardware attestation: TPM registration and token exchange beside the software posture (issue 10)', run: benchTpm },
   asl: { title: 'Additional security layer: handshake, one frame, a slot search through the tunnel (issue 14)', run: benchAsl },
+  start: { title: 'Cold start: the first requests of a fresh process against warm ones (issue 15)', run: benchStart },
   compare: { title: 'This tree against a baseline revision: enforcement point and search (same run)', run: benchCompare },
 };
 

@@ -11,5 +11,14 @@ CREATE TABLE search_generation (
   -- days since 1970-01-01 (UTC) of the date parameter's lower bound
   day           integer NOT NULL,
   generation    bigint  NOT NULL,
+  -- compound rows there of resources with an owner: while a window has none, every viewer sees
+  -- the same result (shared/owner.ts), so one cached result serves them all
+  owned         bigint  NOT NULL DEFAULT 0,
   PRIMARY KEY (resource_type, ref, day)
 );
+
+INSERT INTO search_generation (resource_type, ref, day, generation, owned)
+SELECT c.resource_type, c.ref, floor(extract(epoch FROM lower(c.during)) / 86400)::int, 1, count(*) FILTER (WHERE r.owner IS NOT NULL)
+  FROM search_compound c JOIN resource r ON r.resource_type = c.resource_type AND r.id = c.id
+ WHERE isfinite(lower(c.during))
+ GROUP BY 1, 2, 3;

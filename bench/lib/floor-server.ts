@@ -10,7 +10,8 @@
  *   "defaultAnswer"?: "<path?query>",    (paths not listed answer as this one)
  *   "verifies": n, "signs": n,           (ES256 per request)
  *   "redis": true,                       (one script call per request: SET NX + INCR, as the guard)
- *   "transaction": true                  (the statements in BEGIN … COMMIT on one connection)
+ *   "transaction": true,                 (the statements in BEGIN … COMMIT on one connection)
+ *   "booking"?: { ... }                  (the statements of a captured $book, per slot: BookingTemplate)
  * }
  */
 import crypto from 'node:crypto';
@@ -31,7 +32,28 @@ interface Answer {
   sql?: Statement[];
 }
 
+/**
+ * The booking floor: the statements of one captured `$book` of the bench's template slot, replayed
+ * for the slot the request names: its id, times and schedule, and a new Appointment id, put in place
+ * of the template's (bench/book.ts lays slots out: slot i of schedule i % schedules, `minutes` long,
+ * the k-th of its schedule starting at firstMs + k * minutes).
+ */
+export interface BookingTemplate {
+  sql: Statement[];
+  slotId: string;
+  scheduleId: string;
+  appointmentId: string;
+  start: string;
+  end: string;
+  slotPrefix: string;
+  schedulePrefix: string;
+  schedules: number;
+  firstMs: number;
+  minutes: number;
+}
+
 interface Spec {
+  booking?: BookingTemplate;
   answers: Record<string, Answer>;
   defaultAnswer?: string;
   verifies?: number;
@@ -58,8 +80,30 @@ const nameOf = (text: string) => {
   return n;
 };
 
+/** The template's statements for the slot a `$book` body names. */
+function bookingStatements(t: BookingTemplate, body: string): Statement[] {
+  const appointment = JSON.parse(body) as { slot: { reference: string }[] };
+  const slotId = appointment.slot[0].reference.slice('Slot/'.length);
+  const i = Number(slotId.slice(t.slotPrefix.length));
+  const startMs = t.firstMs + Math.floor(i / t.schedules) * t.minutes * 60_000;
+  const iso = (ms: number) => new Date(ms).toISOString();
+  const swaps: [string, string][] = [
+    [t.slotId, slotId],
+    [t.scheduleId, `${t.schedulePrefix}${i % t.schedules}`],
+    [t.appointmentId, crypto.randomUUID()],
+    [t.start, iso(startMs)],
+    [t.start.replace('.000Z', 'Z'), iso(startMs).replace('.000Z', 'Z')],
+    [t.end, iso(startMs + t.minutes * 60_000)],
+    [t.end.replace('.000Z', 'Z'), iso(startMs + t.minutes * 60_000).replace('.000Z', 'Z')],
+  ];
+  let text = JSON.stringify(t.sql);
+  for (const [from, to] of swaps) text = text.split(from).join(to);
+  return JSON.parse(text) as Statement[];
+}
+
 async function serve(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-  for await (const _ of req); // the body, read as Terminus reads it
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer); // the body, read as Terminus reads it
   const answer = spec.answers[req.url ?? ''] ?? (spec.defaultAnswer ? spec.answers[spec.defaultAnswer] : undefined);
   if (!answer) {
     res.writeHead(404).end();
@@ -70,12 +114,13 @@ async function serve(req: http.IncomingMessage, res: http.ServerResponse): Promi
   }
   for (let i = 0; i < (spec.signs ?? 0); i++) crypto.sign('sha256', signingInput, { key: privateKey, dsaEncoding: 'ieee-p1363' });
   if (redis) await (redis as unknown as { floorLedger(a: string, b: string): Promise<unknown> }).floorLedger(`floor:jti:${crypto.randomUUID()}`, 'floor:rl');
-  if (pool && answer.sql?.length) {
+  const statements = spec.booking ? bookingStatements(spec.booking, Buffer.concat(chunks).toString('utf8')) : answer.sql;
+  if (pool && statements?.length) {
     if (spec.transaction) {
       const client = await pool.connect();
       try {
         await client.query('BEGIN');
-        for (const s of answer.sql) await client.query({ name: nameOf(s.text), text: s.text, values: s.values });
+        for (const s of statements) await client.query({ name: nameOf(s.text), text: s.text, values: s.values });
         await client.query('COMMIT');
       } catch (err) {
         await client.query('ROLLBACK').catch(() => undefined);
@@ -84,7 +129,7 @@ async function serve(req: http.IncomingMessage, res: http.ServerResponse): Promi
         client.release();
       }
     } else {
-      for (const s of answer.sql) await pool.query({ name: nameOf(s.text), text: s.text, values: s.values });
+      for (const s of statements) await pool.query({ name: nameOf(s.text), text: s.text, values: s.values });
     }
   }
   res.writeHead(answer.status ?? 200, { 'content-type': answer.contentType, 'content-length': Buffer.byteLength(answer.body) });

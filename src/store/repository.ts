@@ -161,7 +161,7 @@ export class Repository {
         'INSERT INTO resource_version (resource_type, id, version_id, last_updated, deleted, content) VALUES ($1, $2, $3, $4, true, $5)',
         [type, id, versionId, lastUpdated, content],
       );
-      await deleteIndexes(tx.db, type, id);
+      await deleteIndexes(tx.db, type, id, row.owner !== null);
       tx.remember(type, id, { resource: content as Resource, deleted: true, owner: row.owner, versionId });
     });
   }
@@ -285,11 +285,11 @@ export function checkIfMatch(ifMatch: string | undefined, current: number): void
 
 const INDEX_TABLES = ['search_token', 'search_reference', 'search_date', 'search_string', 'search_compound'];
 
-async function deleteIndexes(db: Db, type: string, id: string): Promise<void> {
+async function deleteIndexes(db: Db, type: string, id: string, owned: boolean): Promise<void> {
   const windowed = COMPOUND_INDEXES[type] !== undefined;
   const params: unknown[] = [type, id];
   const ctes = INDEX_TABLES.map((t, i) => `del${i} AS (DELETE FROM ${t} WHERE resource_type = $1 AND id = $2${t === 'search_compound' && windowed ? ' RETURNING ref, during' : ''})`);
-  if (windowed) ctes.push(generationCte(params, `del${INDEX_TABLES.indexOf('search_compound')}`, []));
+  if (windowed) ctes.push(generationCte(params, `del${INDEX_TABLES.indexOf('search_compound')}`, [], owned));
   await db.query(`WITH ${ctes.join(', ')} SELECT 1`, params);
 }
 
@@ -300,16 +300,17 @@ export function generationDay(ms: number): number {
 
 /**
  * The CTE raising the generation (migrations/004) of every (reference, day) whose compound rows a
- * write removes (`removed`: a CTE returning `ref, during`) or adds: part of the write's own
- * statement, so it commits or rolls back with it. Rows are locked in one order (ref, day).
+ * write removes (`removed`: a CTE returning `ref, during`) or adds, and keeping its count of owned
+ * rows (an owner never changes, so the written resource's `owned` says it for both): part of the
+ * write's own statement, so it commits or rolls back with it. Rows are locked in one order.
  */
-function generationCte(params: unknown[], removed: string | undefined, added: CompoundRow[]): string {
+function generationCte(params: unknown[], removed: string | undefined, added: CompoundRow[], owned: boolean): string {
   params.push(added.map((c) => c.ref), added.map((c) => generationDay(c.range.low)));
-  const fresh = `SELECT a.ref, a.day FROM unnest($${params.length - 1}::text[], $${params.length}::int[]) AS a(ref, day)`;
-  const old = removed ? `SELECT ref, floor(extract(epoch FROM lower(during)) / 86400)::int AS day FROM ${removed} WHERE isfinite(lower(during)) UNION ` : '';
-  return `gen AS (INSERT INTO search_generation (resource_type, ref, day, generation)
-    SELECT $1, g.ref, g.day, 1 FROM (${old}${fresh}) g ORDER BY g.ref, g.day
-    ON CONFLICT (resource_type, ref, day) DO UPDATE SET generation = search_generation.generation + 1)`;
+  const fresh = `SELECT a.ref, a.day, 1 AS n FROM unnest($${params.length - 1}::text[], $${params.length}::int[]) AS a(ref, day)`;
+  const old = removed ? `SELECT ref, floor(extract(epoch FROM lower(during)) / 86400)::int AS day, -1 AS n FROM ${removed} WHERE isfinite(lower(during)) UNION ALL ` : '';
+  return `gen AS (INSERT INTO search_generation (resource_type, ref, day, generation, owned)
+    SELECT $1, g.ref, g.day, 1, ${owned ? 'sum(g.n)' : '0'} FROM (${old}${fresh}) g GROUP BY g.ref, g.day ORDER BY g.ref, g.day
+    ON CONFLICT (resource_type, ref, day) DO UPDATE SET generation = search_generation.generation + 1, owned = search_generation.owned + EXCLUDED.owned)`;
 }
 
 /** The write of one version as one SQL statement: resource row, version row, index rows. */
@@ -336,7 +337,7 @@ function writeStatement(
   insert('ins_date', 'search_date', ['param', 'low', 'high'], rows.dates.map((d) => [d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
   insert('ins_string', 'search_string', ['param', 'norm', 'exact'], rows.strings.map((x) => [x.param, x.norm, x.exact]));
   insert('ins_compound', 'search_compound', ['ref', 'code', 'during'], rows.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range)]));
-  if (windowed) ctes.push(generationCte(params, w.exists ? `del${INDEX_TABLES.indexOf('search_compound')}` : undefined, rows.compounds));
+  if (windowed) ctes.push(generationCte(params, w.exists ? `del${INDEX_TABLES.indexOf('search_compound')}` : undefined, rows.compounds, w.owner !== null));
   return { sql: `WITH ${ctes.join(',\n')} SELECT 1`, params };
 }
 

@@ -3,7 +3,7 @@ import request from 'supertest';
 import { composeTerminus, type Terminus } from '../../src/app';
 import { Repository } from '../../src/store';
 import { searchCache } from '../../src/shared/metrics';
-import { bookingFixture, FHIR_JSON, freeSlot, parameters, proposal, put, schedule, type BookingFixture } from '../booking/builders';
+import { asFhir, bookingFixture, FHIR_JSON, freeSlot, parameters, proposal, put, requestor, schedule, type BookingFixture } from '../booking/builders';
 import { createTestContext } from '../helpers/context';
 
 /**
@@ -142,4 +142,22 @@ test('a write in another window or calendar keeps this window cached', async () 
   await put(a, slot('far', 9, 'Cal-W', '2027-03-20'), slot('other', 9, 'Cal-V'));
   await freeIds();
   expect((await hits()) - hitsBefore).toBe(4);
+});
+
+test('a window with a resource owned by an institution is cached per viewer: others never see it', async () => {
+  const day = '2027-04-01';
+  const query: [string, string][] = [['schedule', 'Schedule/Cal-W'], ['status', 'free'], ['start', `ge${day}`], ['start', `le${day}`]];
+  await put(a, slot('pub', 9, 'Cal-W', day));
+  const repo = new Repository(a.ctx.db, a.env.baseUrl, a.ctx.now);
+  await repo.create({ ...slot('ignored', 10, 'Cal-W', day), id: undefined }, { owner: '1-INST-A' });
+  const idsAs = async (who: 'A' | 'B' | 'all') => {
+    const res = await asFhir(a, { method: 'GET', path: ['Slot'], query }, who === 'all' ? undefined : requestor(who === 'A' ? '1-INST-A' : '1-INST-B'));
+    expect(res.status).toBe(200);
+    return ((res.body as Bundle).entry ?? []).length;
+  };
+  for (let round = 0; round < 2; round++) {
+    expect(await idsAs('A')).toBe(2);
+    expect(await idsAs('B')).toBe(1);
+    expect(await idsAs('all')).toBe(2);
+  }
 });

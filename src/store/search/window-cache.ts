@@ -48,8 +48,9 @@ export class SearchWindowCache {
   async search(db: Db, request: SearchRequest, opts: { scope?: Viewer; baseUrl: string }, run: () => Promise<SearchResult>): Promise<SearchResult> {
     const window = db.inTransaction ? undefined : cacheableWindow(request, opts.baseUrl);
     if (!window) return run();
-    const key = `${JSON.stringify(request)}\u0000${viewerKey(opts.scope)}\u0000${opts.baseUrl}`;
-    const stamp = await readStamp(db, window);
+    const { stamp, owned } = await readStamp(db, window);
+    // A window without owned resources looks the same to every viewer: one entry serves them all.
+    const key = `${JSON.stringify(request)}\u0000${owned ? viewerKey(opts.scope) : '*'}\u0000${opts.baseUrl}`;
     const entry = this.entries.get(key);
     if (entry && entry.stamp === stamp) {
       this.entries.delete(key); // most recently used last
@@ -96,13 +97,14 @@ export function cacheableWindow(request: SearchRequest, baseUrl: string): Window
   return { type: request.resourceType, ref: found.ref, firstDay: Math.floor(found.window.low / DAY_MS) - 1, lastDay: Math.floor(found.window.high / DAY_MS) };
 }
 
-async function readStamp(db: Db, w: Window): Promise<string> {
-  const { rows } = await db.query<{ stamp: string }>(
-    'SELECT coalesce(sum(generation), 0)::text AS stamp FROM search_generation WHERE resource_type = $1 AND ref = $2 AND day BETWEEN $3 AND $4',
+async function readStamp(db: Db, w: Window): Promise<{ stamp: string; owned: boolean }> {
+  const { rows } = await db.query<{ stamp: string; owned: boolean }>(
+    `SELECT coalesce(sum(generation), 0)::text AS stamp, coalesce(sum(owned), 0) <> 0 AS owned
+       FROM search_generation WHERE resource_type = $1 AND ref = $2 AND day BETWEEN $3 AND $4`,
     [w.type, w.ref, w.firstDay, w.lastDay],
     { prepare: true },
   );
-  return rows[0]?.stamp ?? '0';
+  return { stamp: rows[0]?.stamp ?? '0', owned: rows[0]?.owned ?? false };
 }
 
 function viewerKey(scope: Viewer | undefined): string {

@@ -19,14 +19,24 @@ export const softwarePostureVerifier: PostureVerifier = {
   },
 };
 
+/**
+ * Thumbprints of posture keys by their text: a client sends the same key at every exchange, and
+ * parsing and hashing it cost about 0.4 ms. Content-addressed, so never stale; bounded.
+ */
+const postureKeyThumbprints = new Map<string, string>();
+
 async function publicKeyIsTheClientKey(publicKey: string, clientJkt: string): Promise<void> {
-  let jkt: string;
-  try {
-    // Base64 DER SubjectPublicKeyInfo (ZETA SDK: Base64(encoded client public key)).
-    const key = crypto.createPublicKey({ key: Buffer.from(publicKey, 'base64'), format: 'der', type: 'spki' });
-    jkt = await calculateJwkThumbprint(await exportJWK(key));
-  } catch {
-    throw new InvalidRequest('client_statement.posture.public_key is not a base64 SubjectPublicKeyInfo');
+  let jkt = postureKeyThumbprints.get(publicKey);
+  if (jkt === undefined) {
+    try {
+      // Base64 DER SubjectPublicKeyInfo (ZETA SDK: Base64(encoded client public key)).
+      const key = crypto.createPublicKey({ key: Buffer.from(publicKey, 'base64'), format: 'der', type: 'spki' });
+      jkt = await calculateJwkThumbprint(await exportJWK(key));
+    } catch {
+      throw new InvalidRequest('client_statement.posture.public_key is not a base64 SubjectPublicKeyInfo');
+    }
+    if (postureKeyThumbprints.size >= 10_000) postureKeyThumbprints.clear();
+    postureKeyThumbprints.set(publicKey, jkt);
   }
   if (jkt !== clientJkt) throw new InvalidRequest('client_statement.posture.public_key is not the registered client instance key');
 }

@@ -1,0 +1,139 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Appointment } from '@medplum/fhirtypes';
+import { createDevPki, writeDevPki } from '../src/guard/pki/dev-pki';
+import { GuardClient, SoftwareCard, fetchTransport } from '../src/client';
+import { loadAverage } from './lib/cpu';
+import { startServerProcess } from './lib/server';
+
+const STARTS = 3;
+const WARM = 15;
+const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';
+
+/**
+ * Issue 15, cold start: a process that answers /readyz must answer its first requests as fast as
+ * its later ones. Per store, STARTS fresh processes (demo data); in each the first request of every
+ * kind is timed, then WARM more of the same kind; reported: the first minus the median warm one.
+ */
+export async function benchStart(): Promise<string> {
+  const stores: { name: string; env: () => Record<string, string> }[] = [
+    { name: 'PGlite (embedded)', env: () => ({ DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-bench-start-')), DATABASE_URL: '', REDIS_URL: '' }) },
+  ];
+  if (process.env.DATABASE_URL) stores.push({ name: 'PostgreSQL (local)', env: () => ({ DATABASE_URL: process.env.DATABASE_URL as string, REDIS_URL: process.env.REDIS_URL ?? '' }) });
+  const pkiDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-bench-start-pki-'));
+  const pki = createDevPki();
+  writeDevPki(pkiDir, pki);
+  const rows: string[] = [];
+  try {
+    for (const store of stores) {
+      const firsts = new Map<string, number[]>();
+      const warms = new Map<string, number[]>();
+      for (let n = 0; n < STARTS; n++) {
+        const env = store.env();
+        const server = await startServerProcess({ ...env, DEMO_DATA: 'true', CARD_TRUST_ANCHORS: path.join(pkiDir, 'card-ca.pem'), RATE_LIMIT_PER_IP: '100000', RATE_LIMIT_PER_CLIENT: '100000' });
+        try {
+          for (const [kind, run] of await requestKinds(server.url, pki.cards[0])) {
+            const first = await run(0);
+            const warm: number[] = [];
+            for (let i = 1; i <= WARM; i++) warm.push(await run(i));
+            push(firsts, kind, first);
+            push(warms, kind, median(warm));
+          }
+        } finally {
+          await server.stop();
+          if (env.DATA_DIR) fs.rmSync(env.DATA_DIR, { recursive: true, force: true });
+        }
+      }
+      for (const kind of firsts.keys()) {
+        const f = median(firsts.get(kind)!);
+        const w = median(warms.get(kind)!);
+        rows.push(`| ${store.name} | ${kind} | ${f.toFixed(1)} | ${w.toFixed(1)} | ${(f - w).toFixed(1)} |`);
+      }
+    }
+  } finally {
+    fs.rmSync(pkiDir, { recursive: true, force: true });
+  }
+  return [
+    `Per store ${STARTS} fresh \`terminus serve\` processes (demo calendars, default log level), each timed from its /readyz: the first request of each kind, then ${WARM} more of that kind (median); the table gives the medians over the processes. Machine: ${os.cpus().length} cores, load average ${loadAverage()} at the end.`,
+    '',
+    '| store | request | first ms | warm ms | first - warm ms |',
+    '|---|---|---|---|---|',
+    ...rows,
+    '',
+    'Aim (issue 15): the first request under 50 ms over a warm one. Start-up loads the validation profiles and the search-parameter registry before the server listens, so /readyz means ready.',
+  ].join('\n');
+}
+
+type Kind = [string, (i: number) => Promise<number>];
+
+/** The requests a fresh process meets first: a calendar search, a booking, a token exchange, a guarded search. */
+async function requestKinds(url: string, card: { certPem: string; keyPem: string }): Promise<Kind[]> {
+  const get = async (p: string, headers: Record<string, string> = {}) => {
+    const t0 = performance.now();
+    const res = await fetch(`${url}${p}`, { headers: { accept: 'application/fhir+json', ...headers } });
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`${p}: ${res.status}`);
+    return performance.now() - t0;
+  };
+  const client = new GuardClient({ server: url, transport: fetchTransport(), retries: 2 });
+  const day = (i: number) => new Date(Date.now() + (i + 1) * 86_400_000).toISOString().slice(0, 10);
+  let loggedIn = false;
+  const search = (i: number) => `/fhir/Slot?status=free&schedule=${encodeURIComponent(scheduleRef)}&start=ge${day(i % 20)}&start=le${day(i % 20)}&_count=10`;
+  let scheduleRef = '';
+  const slots: { id: string; start: string; end: string }[] = [];
+  return [
+    [
+      'token exchange (first login)',
+      async () => {
+        const t0 = performance.now();
+        await client.login(new SoftwareCard(card.certPem, card.keyPem));
+        loggedIn = true;
+        return performance.now() - t0;
+      },
+    ],
+    [
+      'guarded calendar search',
+      async (i) => {
+        if (!loggedIn) throw new Error('not logged in');
+        if (!scheduleRef) {
+          const schedules = (await client.request('GET', `${url}/fhir/Schedule?_count=1`)).json as { entry: { resource: { id: string } }[] };
+          scheduleRef = `Schedule/${schedules.entry[0].resource.id}`;
+        }
+        const t0 = performance.now();
+        const res = await client.request('GET', `${url}${search(i)}`, { headers: { accept: 'application/fhir+json' } });
+        const bundle = res.json as { entry?: { resource: { id: string; start: string; end: string; resourceType: string } }[] };
+        if (res.status !== 200) throw new Error(`search ${res.status}`);
+        slots.push(...(bundle.entry ?? []).filter((e) => e.resource.resourceType === 'Slot').map((e) => e.resource));
+        return performance.now() - t0;
+      },
+    ],
+    [
+      '`$book` (guarded)',
+      async () => {
+        const slot = slots.shift();
+        if (!slot) throw new Error('no free slot found');
+        const appointment: Appointment = {
+          resourceType: 'Appointment',
+          meta: { profile: [`${ISIK}ISiKTermin`] },
+          status: 'proposed',
+          start: slot.start,
+          end: slot.end,
+          slot: [{ reference: `Slot/${slot.id}` }],
+          participant: [{ actor: { display: 'Bench Patient' }, status: 'accepted' }],
+        };
+        const t0 = performance.now();
+        const res = await client.request('POST', `${url}/fhir/Appointment/$book`, { body: JSON.stringify(appointment), headers: { 'content-type': 'application/fhir+json', accept: 'application/fhir+json' } });
+        if (res.status !== 201 && res.status !== 202) throw new Error(`$book ${res.status}`);
+        return performance.now() - t0;
+      },
+    ],
+    ['`GET /fhir/metadata`', () => get('/fhir/metadata')],
+  ];
+}
+
+function push(m: Map<string, number[]>, k: string, v: number): void {
+  m.set(k, [...(m.get(k) ?? []), v]);
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
