@@ -24,7 +24,7 @@ export async function startServerProcess(env: Record<string, string>, root = ROO
     // The default log level (issue 15: benchmark what deployments run): an access-log line per
     // request, written to /dev/null rather than into the benchmark's report.
     env: { ...process.env, LOG_LEVEL: 'info', METRICS_PORT: '0', PORT: port, HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, ...env },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', process.env.BENCH_SERVER_LOG ? 'inherit' : 'ignore', 'inherit'], // BENCH_SERVER_LOG=1: the servers' log on stdout
   });
   const url = `http://127.0.0.1:${port}`;
   const until = Date.now() + 120000;
