@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Appointment } from '@medplum/fhirtypes';
+import { Pool } from 'pg';
 import { createDevPki, writeDevPki } from '../src/guard/pki/dev-pki';
 import { GuardClient, SoftwareCard, fetchTransport } from '../src/client';
 import { loadAverage } from './lib/cpu';
@@ -20,7 +21,7 @@ export async function benchStart(): Promise<string> {
   const stores: { name: string; env: () => Record<string, string> }[] = [
     { name: 'PGlite (embedded)', env: () => ({ DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-bench-start-')), DATABASE_URL: '', REDIS_URL: '' }) },
   ];
-  if (process.env.DATABASE_URL) stores.push({ name: 'PostgreSQL (local)', env: () => ({ DATABASE_URL: process.env.DATABASE_URL as string, REDIS_URL: process.env.REDIS_URL ?? '' }) });
+  if (process.env.DATABASE_URL) stores.push({ name: 'PostgreSQL (local)', env: () => ({ DATABASE_URL: FRESH_DATABASE, REDIS_URL: process.env.REDIS_URL ?? '' }) });
   const pkiDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-bench-start-pki-'));
   const pki = createDevPki();
   writeDevPki(pkiDir, pki);
@@ -31,6 +32,7 @@ export async function benchStart(): Promise<string> {
       const warms = new Map<string, number[]>();
       for (let n = 0; n < STARTS; n++) {
         const env = store.env();
+        if (env.DATABASE_URL) await freshDatabase();
         const server = await startServerProcess({ ...env, DEMO_DATA: 'true', CARD_TRUST_ANCHORS: path.join(pkiDir, 'card-ca.pem'), RATE_LIMIT_PER_IP: '100000', RATE_LIMIT_PER_CLIENT: '100000' });
         try {
           for (const [kind, run] of await requestKinds(server.url, pki.cards[0])) {
@@ -53,6 +55,11 @@ export async function benchStart(): Promise<string> {
     }
   } finally {
     fs.rmSync(pkiDir, { recursive: true, force: true });
+    if (process.env.DATABASE_URL) {
+      const admin = new Pool({ connectionString: process.env.DATABASE_URL, max: 1 });
+      await admin.query('DROP DATABASE IF EXISTS terminus_bench_start WITH (FORCE)').catch(() => undefined);
+      await admin.end();
+    }
   }
   return [
     `Per store ${STARTS} fresh \`terminus serve\` processes (demo calendars, default log level), each timed from its /readyz: the first request of each kind, then ${WARM} more of that kind (median); the table gives the medians over the processes. Machine: ${os.cpus().length} cores, load average ${loadAverage()} at the end.`,
@@ -99,8 +106,11 @@ async function requestKinds(url: string, card: { certPem: string; keyPem: string
       async (i) => {
         if (!loggedIn) throw new Error('not logged in');
         if (!scheduleRef) {
-          const schedules = (await client.request('GET', `${url}/fhir/Schedule?_count=1`)).json as { entry: { resource: { id: string } }[] };
-          scheduleRef = `Schedule/${schedules.entry[0].resource.id}`;
+          // A calendar with slots ahead (demo calendars differ: some take no bookings online).
+          const found = (await client.request('GET', `${url}/fhir/Slot?start=ge${day(0)}&_count=1000`)).json as { entry: { resource: { schedule: { reference: string }; status: string } }[] };
+          const free = (found.entry ?? []).find((e) => e.resource.status === "free");
+          if (!free) throw new Error(`no free slot ahead: ${JSON.stringify(found).slice(0, 300)}`);
+          scheduleRef = free.resource.schedule.reference;
         }
         const t0 = performance.now();
         const res = await client.request('GET', `${url}${search(i)}`, { headers: { accept: 'application/fhir+json' } });
@@ -141,6 +151,24 @@ async function requestKinds(url: string, card: { certPem: string; keyPem: string
     ],
     ['`GET /fhir/metadata`', () => get('/fhir/metadata')],
   ];
+}
+
+/** A database of its own per process start (demo data goes only into an empty store). */
+const FRESH_DATABASE = (() => {
+  if (!process.env.DATABASE_URL) return '';
+  const url = new URL(process.env.DATABASE_URL);
+  url.pathname = '/terminus_bench_start';
+  return url.toString();
+})();
+
+async function freshDatabase(): Promise<void> {
+  const admin = new Pool({ connectionString: process.env.DATABASE_URL, max: 1 });
+  try {
+    await admin.query('DROP DATABASE IF EXISTS terminus_bench_start WITH (FORCE)');
+    await admin.query('CREATE DATABASE terminus_bench_start');
+  } finally {
+    await admin.end();
+  }
 }
 
 function push(m: Map<string, number[]>, k: string, v: number): void {
