@@ -1,6 +1,5 @@
-import { PGlite } from '@electric-sql/pglite';
-import { Client } from 'pg';
 import request from 'supertest';
+import { statementRecorder } from '../helpers/statements';
 import { bookingFixture, proposal, type BookingFixture } from './builders';
 
 /**
@@ -8,27 +7,16 @@ import { bookingFixture, proposal, type BookingFixture } from './builders';
  * (PostgreSQL or PGlite, whichever this project runs on) is counted while one `$book` runs.
  */
 let f: BookingFixture;
-const sent: string[] = [];
-const restore: (() => void)[] = [];
-
-function countCalls(proto: Record<string, unknown>, method: string): void {
-  const original = proto[method] as (...args: unknown[]) => unknown;
-  proto[method] = function (this: unknown, q: unknown, ...rest: unknown[]) {
-    sent.push(typeof q === 'string' ? q : String((q as { text?: string }).text));
-    return original.call(this, q, ...rest);
-  };
-  restore.push(() => (proto[method] = original));
-}
+const recorder = statementRecorder();
+const { sent } = recorder;
 
 beforeAll(async () => {
   f = await bookingFixture();
-  countCalls(Client.prototype as unknown as Record<string, unknown>, 'query');
-  countCalls(PGlite.prototype as unknown as Record<string, unknown>, 'query');
-  countCalls(PGlite.prototype as unknown as Record<string, unknown>, 'exec');
+  recorder.start();
 });
 
 afterAll(async () => {
-  for (const undo of restore) undo();
+  recorder.stop();
   await f.close();
 });
 

@@ -1,7 +1,6 @@
-import { PGlite } from '@electric-sql/pglite';
-import { Client } from 'pg';
 import request from 'supertest';
 import { createClientAssertion, createDpopProof } from '../../src/client/crypto';
+import { statementRecorder } from '../helpers/statements';
 import { guardHarness, JWT_BEARER, loggedInClient, nowSec, refreshWith, type Harness } from './helpers/harness';
 
 /**
@@ -11,27 +10,17 @@ import { guardHarness, JWT_BEARER, loggedInClient, nowSec, refreshWith, type Har
  */
 let a: Harness;
 let b: Harness;
-const sent: string[] = [];
-const restore: (() => void)[] = [];
-
-function countCalls(proto: Record<string, unknown>, method: string): void {
-  const original = proto[method] as (...args: unknown[]) => unknown;
-  proto[method] = function (this: unknown, q: unknown, ...rest: unknown[]) {
-    sent.push(typeof q === 'string' ? q : String((q as { text?: string }).text));
-    return original.call(this, q, ...rest);
-  };
-  restore.push(() => (proto[method] = original));
-}
+const recorder = statementRecorder();
+const { sent } = recorder;
 
 beforeAll(async () => {
   a = await guardHarness();
   b = await guardHarness({ db: a.ctx.db });
-  countCalls(Client.prototype as unknown as Record<string, unknown>, 'query');
-  countCalls(PGlite.prototype as unknown as Record<string, unknown>, 'query');
+  recorder.start();
 });
 
 afterAll(async () => {
-  for (const undo of restore) undo();
+  recorder.stop();
   await b.close();
   await a.close();
 });
