@@ -41,10 +41,6 @@ export class SearchWindowCache {
 
   constructor(readonly maxEntries: number) {}
 
-  get size(): number {
-    return this.entries.size;
-  }
-
   async search(db: Db, request: SearchRequest, opts: { scope?: Viewer; baseUrl: string }, run: () => Promise<SearchResult>): Promise<SearchResult> {
     const window = db.inTransaction ? undefined : cacheableWindow(request, opts.baseUrl);
     if (!window) return run();
