@@ -69,6 +69,7 @@ const cases: Case[] = [
   ['#19 alg HS256', 401, 'invalid_client', async (c) => ({ assertion: { raw: await new SignJWT(claimsOf(c)).setProtectedHeader({ alg: 'HS256' }).sign(crypto.randomBytes(32)) } })],
   ['#19 alg none', 401, 'invalid_client', async (c) => ({ assertion: { raw: rawJws({ alg: 'none' }, claimsOf(c)) } })],
   ['#19 alg RS999 (ZETA UC06)', 401, 'invalid_client', async (c) => ({ assertion: { raw: rawJws({ alg: 'RS999', typ: 'JWT' }, claimsOf(c), c.clientKey) } })],
+  ['a critical header extension (crit)', 401, 'invalid_client', async (c) => ({ assertion: { raw: rawJws({ alg: 'ES256', typ: 'JWT', crit: ['exp'] }, claimsOf(c), c.clientKey) } })],
   ['#20 signed by a key not registered for the client', 401, 'invalid_client', async () => ({ assertion: { signWith: await generateEcKey() } })],
   ['typ dpop+jwt (ZETA UC06)', 401, 'invalid_client', async () => ({ assertion: { header: { typ: 'dpop+jwt' } } })],
   ['an unknown client', 401, 'invalid_client', async () => ({ assertion: { claims: { iss: 'no-such-client', sub: 'no-such-client' } } })],

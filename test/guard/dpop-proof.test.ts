@@ -60,6 +60,8 @@ const rejected400: Case[] = [
     },
   ],
   ['#9 signed by another key than its jwk (ZETA UC12)', async (n) => ({ dpopKey: key, dpop: { values: [await handProof(() => {}, n, await generateEcKey())] } })],
+  ['a critical header extension (crit, RFC 7515 §4.1.11)', async (n) => ({ dpopKey: key, dpop: { values: [await handProof((hd) => (hd.crit = ['exp']), n)] } })],
+  ['an unencoded payload (b64: false, RFC 7797)', async (n) => ({ dpopKey: key, dpop: { values: [await handProof((hd) => (hd.b64 = false), n)] } })],
   ['#10 jwk missing', async (n) => ({ dpopKey: key, dpop: { values: [await handProof((hd) => delete hd.jwk, n)] } })],
   ['#10 jwk a string', async (n) => ({ dpopKey: key, dpop: { values: [await handProof((hd) => (hd.jwk = 'foo'), n)] } })],
   ['#10 jwk an array', async (n) => ({ dpopKey: key, dpop: { values: [await handProof((hd) => (hd.jwk = []), n)] } })],

@@ -56,7 +56,6 @@ export async function verifyDpopProof(check: DpopProofCheck): Promise<VerifiedDp
   const { header } = decoded;
   typIsDpopJwt(header, fail); // step 4
   algIsAllowed(header, fail); // step 5
-  noCriticalExtensions(header, fail);
   const jwk = publicEcJwk(header.jwk, fail); // step 7
   const key = importedKey(jwk, fail, check.keyOf);
   const claims = signatureVerifies(decoded, key, fail); // step 6
@@ -139,11 +138,6 @@ function algIsAllowed(header: Header, fail: Fail): void {
   if (typeof header.alg !== 'string' || !(DPOP_ALGS as readonly string[]).includes(header.alg)) {
     throw fail(`DPoP proof alg must be one of ${DPOP_ALGS.join(', ')}`);
   }
-}
-
-/** RFC 7515 §4.1.11: a `crit` extension (b64: false, ...) this verifier does not implement is refused. */
-function noCriticalExtensions(header: Header, fail: Fail): void {
-  if ('crit' in header || 'b64' in header) throw fail('DPoP proof header must not carry crit or b64');
 }
 
 function publicEcJwk(value: unknown, fail: Fail): P256Jwk {

@@ -29,9 +29,12 @@ export function es256Key(jwk: P256Jwk): Es256Key {
 
 /**
  * RFC 7518 §3.4 ES256 over a decoded compact JWS, on node:crypto directly: the signature is the
- * 64-byte R || S of the signing input's SHA-256 (jose's verify adds about 70 % to this).
+ * 64-byte R || S of the signing input's SHA-256 (jose's verify adds about 70 % to this). A header
+ * naming a critical extension (`crit`, RFC 7515 §4.1.11) or an unencoded payload (`b64`, RFC 7797)
+ * does not verify: this verifier implements neither.
  */
 export function es256Verifies(jws: CompactJws, key: crypto.KeyObject): boolean {
+  if ('crit' in jws.header || 'b64' in jws.header) return false;
   return jws.signature.length === 64 && crypto.verify('sha256', jws.signingInput, { key, dsaEncoding: 'ieee-p1363' }, jws.signature);
 }
 

@@ -118,7 +118,7 @@ function signatureVerifiesWithRegisteredKey(jws: CompactJws, client: ClientRecor
   let verified = false;
   try {
     const jwk = client.jwks.keys[0];
-    verified = !('crit' in jws.header) && es256Verifies(jws, keys.keyOf({ kty: 'EC', crv: 'P-256', x: String(jwk.x), y: String(jwk.y) }).key);
+    verified = es256Verifies(jws, keys.keyOf({ kty: 'EC', crv: 'P-256', x: String(jwk.x), y: String(jwk.y) }).key);
   } catch {
     verified = false;
   }

@@ -3,6 +3,7 @@ import type { AppContext } from '../../../context';
 import type { PolicyInput, WorkloadPolicyInput } from '../../policy';
 import type { RevokedSessions } from '../../state/revoked-sessions';
 import type { SessionClaims } from './access-token';
+import { recordAttestationSql } from '../clients/client-store';
 
 /** A refresh-token family: one session of one client with one DPoP key. */
 export interface Session {
@@ -67,23 +68,15 @@ function newRefreshToken(ctx: AppContext, session: Session, ttlSec: number): New
  * A new refresh-token family: the session, its first refresh token and, after an attestation, the
  * client's attested state (`attested`, client-store.ts) in one statement, so one commit.
  */
-export async function createSessionWithToken(
-  ctx: AppContext,
-  s: Session,
-  ttlSec: number,
-  attested?: { sql: (clientId: string, platform: string, at: string) => string; platform: string },
-): Promise<NewRefreshToken> {
+export async function createSessionWithToken(ctx: AppContext, s: Session, ttlSec: number, attestedPlatform?: string): Promise<NewRefreshToken> {
   const rt = newRefreshToken(ctx, s, ttlSec);
-  const params = [...sessionParams(s), rt.hash, rt.issuedAt, rt.expiresAt];
+  // $1-$8 the session ($2 its client), $9-$11 the refresh token ($10 now), $12 the platform.
   const ctes = [`session AS (${INSERT_SESSION} RETURNING sid)`];
-  if (attested) {
-    params.push(attested.platform);
-    ctes.push(`client AS (${attested.sql('$2', `$${params.length}`, '$10')})`);
-  }
+  if (attestedPlatform !== undefined) ctes.push(`client AS (${recordAttestationSql('$2', '$12', '$10')})`);
   await ctx.db.query(
     `WITH ${ctes.join(', ')}
      INSERT INTO guard_refresh_token (token_hash, sid, issued_at, expires_at) SELECT $9, sid, $10, $11 FROM session`,
-    params,
+    [...sessionParams(s), rt.hash, rt.issuedAt, rt.expiresAt, ...(attestedPlatform !== undefined ? [attestedPlatform] : [])],
   );
   return rt;
 }

@@ -3,7 +3,6 @@ import type { GuardDeps } from '../deps';
 import { TOKEN_TYPE_ACCESS_TOKEN } from '../../../protocol/oauth';
 import type { PolicyDecision, PolicyInput } from '../../policy';
 import { issueAccessToken, type SessionClaims } from './access-token';
-import { recordAttestationSql } from '../clients/client-store';
 import { createSessionWithToken, rotateRefreshToken, type Session } from './refresh-tokens';
 
 /** Token response plus `refresh_expires_in` (ZETA UC06). */
@@ -43,8 +42,7 @@ export async function startSession(
     expiresAt: new Date(now.getTime() + refreshTtl * 1000),
   };
   // One statement: the session, its refresh token and the client's attested state (one commit).
-  const attested = input.attestedPlatform === undefined ? undefined : { sql: recordAttestationSql, platform: input.attestedPlatform };
-  const rt = await createSessionWithToken(deps.ctx, session, refreshTtl, attested);
+  const rt = await createSessionWithToken(deps.ctx, session, refreshTtl, input.attestedPlatform);
   deps.families.remember(session, rt);
   return tokenResponse(deps, session, input.decision, session.claims.scope, rt);
 }
