@@ -36,6 +36,8 @@ async function fanOutOn({ env, store, cleanup }: Store): Promise<string> {
       await Promise.all(receivers.logs.slice(i, i + 50).map((r) => call(server.url, 'POST', '/fhir/Subscription', subscription(r.port), 201)));
     }
     await until(() => receivers.logs.every((r) => r.handshakes > 0), 120_000, 'handshakes');
+    // The server turns each subscription active after its handshake: the first event must not race that setup work.
+    await untilAsync(async () => ((await call(server.url, 'GET', '/fhir/Subscription?status=active&_summary=count', undefined, 200)) as { total: number }).total === SUBSCRIPTIONS, 120_000, 'all active');
     const setupS = (Date.now() - created) / 1000;
 
     const rounds: { p50: number; p95: number; p99: number; max: number }[] = [];
@@ -76,8 +78,16 @@ async function until(done: () => boolean, timeoutMs: number, what: string): Prom
   }
 }
 
+async function untilAsync(done: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await done())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 async function call(base: string, method: string, p: string, body: unknown, expect: number): Promise<unknown> {
-  const res = await fetch(`${base}${p}`, { method, headers: { 'content-type': FHIR_JSON, accept: FHIR_JSON }, body: JSON.stringify(body) });
+  const res = await fetch(`${base}${p}`, { method, headers: { 'content-type': FHIR_JSON, accept: FHIR_JSON }, body: body === undefined ? undefined : JSON.stringify(body) });
   const json = (await res.json()) as unknown;
   if (res.status !== expect) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json).slice(0, 300)}`);
   return json;

@@ -1,4 +1,5 @@
 import type { Db } from '../store';
+import { eventsFromJson, nextEventsSql, type SubscriptionEvent } from './event-store';
 import type { SubscriptionStatusCode } from './backport';
 
 /** A row of `subscription_channel` (migrations/300_subscriptions.sql). */
@@ -109,17 +110,21 @@ const DUE = `NOT deleted
                  OR (heartbeat_s > 0 AND coalesce(last_success_at, '-infinity') + heartbeat_s * interval '1 second' <= $1))))`;
 
 /**
- * Takes up to `limit` subscriptions with work due for this sender until `until` (one statement;
- * SKIP LOCKED and the lease keep other replicas off them meanwhile).
+ * Takes up to `limit` subscriptions with work due for this sender until `until`, each with the
+ * events of its next notification (`undefined` unless it is active with events to deliver): one
+ * statement; SKIP LOCKED and the lease keep other replicas off them meanwhile.
  */
-export async function claimDueChannels(db: Db, now: Date, until: Date, limit: number): Promise<Channel[]> {
-  const { rows } = await db.query<Row>(
-    `UPDATE subscription_channel SET lease_until = $2
-      WHERE id IN (SELECT id FROM subscription_channel WHERE ${DUE} ORDER BY next_attempt_at NULLS FIRST, id LIMIT $3 FOR UPDATE SKIP LOCKED)
-      RETURNING ${COLUMNS}`,
+export async function claimDueChannels(db: Db, now: Date, until: Date, limit: number): Promise<{ channel: Channel; events?: SubscriptionEvent[] }[]> {
+  const { rows } = await db.query<Row & { events: unknown }>(
+    `WITH claimed AS (
+       UPDATE subscription_channel SET lease_until = $2
+        WHERE id IN (SELECT id FROM subscription_channel WHERE ${DUE} ORDER BY next_attempt_at NULLS FIRST, id LIMIT $3 FOR UPDATE SKIP LOCKED)
+        RETURNING ${COLUMNS}
+     )
+     SELECT claimed.*, ${nextEventsSql('claimed')} AS events FROM claimed`,
     [now.toISOString(), until.toISOString(), limit],
   );
-  return rows.map(toChannel);
+  return rows.map((r) => ({ channel: toChannel(r), events: eventsFromJson(r.events) }));
 }
 
 /** Subscriptions past their `end` that are not off yet, with the resource version to turn them off against. */
@@ -132,30 +137,50 @@ export async function endedChannels(db: Db, now: Date): Promise<{ id: string; ve
   return rows.map((r) => ({ id: r.id, version: String(r.version_id) }));
 }
 
-/** Extends a claim still held (a released one stays released). */
-export async function renewChannelLease(db: Db, id: string, until: Date): Promise<void> {
-  await db.query('UPDATE subscription_channel SET lease_until = $2 WHERE id = $1 AND lease_until IS NOT NULL', [id, until.toISOString()]);
+/** Extends the claims still held, many in one statement (a released one stays released). */
+export async function renewChannelLeases(db: Db, ids: string[], until: Date): Promise<void> {
+  if (ids.length === 0) return;
+  await db.query('UPDATE subscription_channel SET lease_until = $2 WHERE id = ANY($1::text[]) AND lease_until IS NOT NULL', [ids, until.toISOString()]);
 }
 
-export async function releaseChannel(db: Db, id: string): Promise<void> {
-  await db.query('UPDATE subscription_channel SET lease_until = NULL WHERE id = $1', [id]);
+export async function releaseChannels(db: Db, ids: string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db.query('UPDATE subscription_channel SET lease_until = NULL WHERE id = ANY($1::text[])', [ids]);
+}
+
+/** An endpoint acknowledged a notification of subscription `id` at `at`. */
+export interface Success {
+  id: string;
+  at: Date;
+  /** The last event number the notification carried; none for handshakes and heartbeats. */
+  deliveredThrough?: number;
+  /** End the lease once every numbered event is delivered (saves a round trip). */
+  release: boolean;
 }
 
 /**
- * The endpoint acknowledged a notification: mark delivered events, reset the failure count. The
- * lease ends here too once every numbered event is delivered (`release`), saving a round trip.
- * Returns the subscription as it is now.
+ * Acknowledged notifications, many subscriptions in one statement: marks delivered events,
+ * resets the failure count, ends the lease where asked and nothing is left. Answers each
+ * subscription as it is now when its lease is still held (work to continue with), else undefined.
+ * One row per id (`GroupCommit` keeps repeated ids apart).
  */
-export async function recordSuccess(db: Db, id: string, now: Date, deliveredThrough?: number, release = false): Promise<Channel | undefined> {
-  const { rows } = await db.query<Row>(
-    `UPDATE subscription_channel SET failures = 0, next_attempt_at = NULL, error_code = NULL, last_success_at = $2,
-            delivered_through = greatest(delivered_through, coalesce($3, delivered_through)),
-            lease_until = CASE WHEN $4 AND greatest(delivered_through, coalesce($3, delivered_through)) >= events_since_start THEN NULL ELSE lease_until END
-      WHERE id = $1
+export async function recordSuccesses(db: Db, items: Success[]): Promise<(Channel | undefined)[]> {
+  if (items.length === 0) return [];
+  const { rows } = await db.query<Row & { leased: boolean }>(
+    `UPDATE subscription_channel SET failures = 0, next_attempt_at = NULL, error_code = NULL, last_success_at = u.u_at,
+            delivered_through = greatest(delivered_through, coalesce(u.u_through, delivered_through)),
+            lease_until = CASE WHEN u.u_release AND greatest(delivered_through, coalesce(u.u_through, delivered_through)) >= events_since_start
+                               THEN NULL ELSE lease_until END
+       FROM unnest($1::text[], $2::timestamptz[], $3::bigint[], $4::boolean[]) AS u(u_id, u_at, u_through, u_release)
+      WHERE subscription_channel.id = u.u_id
       RETURNING ${COLUMNS}, lease_until IS NOT NULL AS leased`,
-    [id, now.toISOString(), deliveredThrough ?? null, release],
+    [items.map((i) => i.id), items.map((i) => i.at.toISOString()), items.map((i) => (i.deliveredThrough === undefined ? null : String(i.deliveredThrough))), items.map((i) => i.release)],
   );
-  return rows[0] && (rows[0] as Row & { leased: boolean }).leased ? toChannel(rows[0]) : undefined;
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return items.map((i) => {
+    const r = byId.get(i.id);
+    return r?.leased ? toChannel(r) : undefined;
+  });
 }
 
 /** An attempt failed: count it and wait until `retryAt`. */

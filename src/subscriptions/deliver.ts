@@ -3,7 +3,7 @@ import { deliveries } from '../shared/metrics';
 import { toXml } from '../model';
 import type { NotificationType } from './backport';
 import { openHeaders, type ChannelHeader } from './channel-headers';
-import { recordFailure, recordSuccess, releaseChannel, renewChannelLease, setErrorCode, type Channel } from './channel-store';
+import { recordFailure, releaseChannels, setErrorCode, type Channel, type Success } from './channel-store';
 import { eventsBetween, type SubscriptionEvent } from './event-store';
 import { notificationBundle } from './notification-bundle';
 import { postNotification, type PostResult } from './rest-hook';
@@ -37,10 +37,18 @@ export interface DeliverySettings {
  */
 export const DEFAULT_DELIVERY: DeliverySettings = { maxAttempts: 6, backoffMs: 5000, timeoutMs: 10_000, maxTimeoutMs: 30_000, perClaim: 5 };
 
+/** What delivering needs: the server's repository (status writes run its interceptors), the key that opens sealed headers, the success writer (batched by the dispatcher). */
+export interface Sender {
+  ctx: AppContext;
+  repo: Repository;
+  kek: KeyEncryption;
+  settings: DeliverySettings;
+  recordSuccess(success: Success): Promise<Channel | undefined>;
+}
+
 /** What a step leaves: the subscription to continue with (still leased), or whether the lease is still held. */
 type StepOutcome = { next: Channel } | { next?: undefined; leased: boolean };
 
-/** How long a claim holds a subscription: enough for `perClaim` notifications at the longest timeout. */
 /**
  * A claim lasts this long unless renewed; the delivering process renews it every third of it
  * while it works (a slow endpoint may take maxTimeoutMs per notification). A process that dies
@@ -57,20 +65,17 @@ export function leaseMs(settings: DeliverySettings): number {
  * Works one claimed subscription: its handshake when `requested`, else the events above the
  * delivered mark in order (at most `maxCount` per notification), else a heartbeat when due; up to
  * `perClaim` notifications, then the lease ends. `prefetched`: the first notification's events,
- * read with those of the other claimed subscriptions.
+ * read with those of the other claimed subscriptions. The caller keeps the lease alive meanwhile
+ * (the dispatcher renews all it holds in one statement).
  */
-export async function deliverClaimed(ctx: AppContext, repo: Repository, kek: KeyEncryption, claimed: Channel, settings: DeliverySettings, prefetched?: SubscriptionEvent[]): Promise<void> {
+export async function deliverClaimed(sender: Sender, claimed: Channel, prefetched?: SubscriptionEvent[]): Promise<void> {
+  const { ctx, settings } = sender;
   let channel = claimed;
   let events = prefetched;
   let leased = true;
-  const lease = leaseMs(settings);
-  const heartbeat = setInterval(() => {
-    void renewChannelLease(ctx.db, claimed.id, new Date(ctx.now().getTime() + lease)).catch(() => undefined);
-  }, lease / 3);
-  heartbeat.unref?.();
   try {
     for (let turn = 0; turn < settings.perClaim; turn++) {
-      const outcome = await step(ctx, repo, kek, channel, settings, events);
+      const outcome = await step(sender, channel, events);
       events = undefined;
       if (!outcome.next) {
         leased = outcome.leased;
@@ -79,13 +84,13 @@ export async function deliverClaimed(ctx: AppContext, repo: Repository, kek: Key
       channel = outcome.next;
     }
   } finally {
-    clearInterval(heartbeat);
-    if (leased) await releaseChannel(ctx.db, claimed.id);
+    if (leased) await releaseChannels(ctx.db, [claimed.id]);
   }
 }
 
 /** Sends one notification if one is due. */
-async function step(ctx: AppContext, repo: Repository, kek: KeyEncryption, channel: Channel, settings: DeliverySettings, prefetched?: SubscriptionEvent[]): Promise<StepOutcome> {
+async function step(sender: Sender, channel: Channel, prefetched?: SubscriptionEvent[]): Promise<StepOutcome> {
+  const { ctx, repo, kek, settings } = sender;
   const now = ctx.now();
   const due = dueWork(channel, now);
   const version = channel.version;
@@ -125,7 +130,7 @@ async function step(ctx: AppContext, repo: Repository, kek: KeyEncryption, chann
     const result = await send('handshake');
     if (result.ok) {
       await setSubscriptionStatus(repo, channel.id, version, 'active');
-      const next = await recordSuccess(ctx.db, channel.id, now);
+      const next = await sender.recordSuccess({ id: channel.id, at: now, release: false });
       return next ? { next } : { leased: true };
     }
     // Backport "channels": a failed handshake leaves the subscription in error; the client
@@ -141,16 +146,16 @@ async function step(ctx: AppContext, repo: Repository, kek: KeyEncryption, chann
     const events = prefetched?.length ? prefetched : await eventsBetween(ctx.db, channel.id, channel.deliveredThrough + 1, channel.eventsSinceStart, limit);
     if (events.length === 0) {
       // Numbers whose events are gone (past the retention while undelivered): skip the gap.
-      return continueWith(await recordSuccess(ctx.db, channel.id, channel.lastSuccessAt ?? now, channel.eventsSinceStart, true));
+      return continueWith(await sender.recordSuccess({ id: channel.id, at: channel.lastSuccessAt ?? now, deliveredThrough: channel.eventsSinceStart, release: true }));
     }
     const result = await send('event-notification', events.slice(0, limit));
-    if (result.ok) return continueWith(await recordSuccess(ctx.db, channel.id, now, events[Math.min(events.length, limit) - 1].eventNumber, true));
+    if (result.ok) return continueWith(await sender.recordSuccess({ id: channel.id, at: now, deliveredThrough: events[Math.min(events.length, limit) - 1].eventNumber, release: true }));
     await failed(ctx, repo, channel, version, result, settings);
     return { leased: true };
   }
 
   const result = await send('heartbeat');
-  if (result.ok) return continueWith(await recordSuccess(ctx.db, channel.id, now, undefined, true));
+  if (result.ok) return continueWith(await sender.recordSuccess({ id: channel.id, at: now, release: true }));
   await failed(ctx, repo, channel, version, result, settings);
   return { leased: true };
 }

@@ -1,9 +1,10 @@
 import type { AppContext } from '../context';
 import type { Repository } from '../store';
 import type { KeyEncryption } from '../shared/key-encryption';
-import { claimDueChannels, endedChannels, type Channel } from './channel-store';
-import { DEFAULT_DELIVERY, deliverClaimed, leaseMs, type DeliverySettings } from './deliver';
-import { eventsFor, purgeEvents } from './event-store';
+import { claimDueChannels, endedChannels, recordSuccesses, releaseChannels, renewChannelLeases, type Channel, type Success } from './channel-store';
+import { DEFAULT_DELIVERY, deliverClaimed, leaseMs, type DeliverySettings, type Sender } from './deliver';
+import { GroupCommit } from '../shared/group-commit';
+import { purgeEvents, type SubscriptionEvent } from './event-store';
 import { fanOut } from './fan-out';
 import { setSubscriptionStatus } from './subscription-status';
 
@@ -38,15 +39,20 @@ export class Dispatcher {
   private stopped = false;
   private nudged = false;
   private purgedAt = -Infinity;
+  private readonly sender: Sender;
 
   constructor(
     private readonly ctx: AppContext,
     /** The application's repository: the server's status writes run its interceptors too. */
-    private readonly repo: Repository,
+    repo: Repository,
     /** Opens the sealed channel headers. */
-    private readonly kek: KeyEncryption,
+    kek: KeyEncryption,
     readonly settings: DispatcherSettings,
-  ) {}
+  ) {
+    // Acknowledgements that arrive together are written together: one statement for many endpoints.
+    const successes = new GroupCommit<Success, Channel | undefined>((items) => recordSuccesses(ctx.db, items), (s) => s.id);
+    this.sender = { ctx, repo, kek, settings, recordSuccess: (s) => successes.submit(s) };
+  }
 
   start(): void {
     this.schedule(0);
@@ -108,7 +114,62 @@ export class Dispatcher {
   /** R4 Subscription.end: the server turns the subscription off once it has passed. */
   private async turnOffEnded(): Promise<void> {
     for (const { id, version } of await endedChannels(this.ctx.db, this.ctx.now())) {
-      await setSubscriptionStatus(this.repo, id, version, 'off');
+      await setSubscriptionStatus(this.sender.repo, id, version, 'off');
+    }
+  }
+
+  /**
+   * Keeps `concurrency` subscriptions in delivery and as many claimed in waiting: when the waiting
+   * ones run short it claims more (one statement, with their first events), so neither a
+   * slow endpoint nor a claim's round trip holds the others up. Every lease the turn holds is
+   * renewed in one statement every third of the lease. Stops claiming when a claim comes back
+   * short (nothing else is due) or the turn's budget is spent, then waits for the deliveries.
+   */
+  private async deliverDue(): Promise<void> {
+    const { concurrency } = this.settings;
+    const lease = leaseMs(this.settings);
+    const waiting: { channel: Channel; events?: SubscriptionEvent[] }[] = [];
+    const running = new Set<Promise<void>>();
+    const held = new Set<string>();
+    const renewal = setInterval(() => {
+      void renewChannelLeases(this.ctx.db, [...held], new Date(this.ctx.now().getTime() + lease)).catch(() => undefined);
+    }, lease / 3);
+    renewal.unref?.();
+    let budget = concurrency * CLAIMS_PER_TURN;
+    let more = true;
+    try {
+      while (!this.stopped) {
+        if (more && waiting.length + running.size <= concurrency) {
+          const room = Math.min(2 * concurrency - waiting.length - running.size, budget);
+          const now = this.ctx.now();
+          const claimed = await claimDueChannels(this.ctx.db, now, new Date(now.getTime() + lease), room);
+          budget -= claimed.length;
+          more = claimed.length === room && budget > 0;
+          for (const c of claimed) {
+            held.add(c.channel.id);
+            waiting.push(c);
+          }
+        }
+        while (running.size < concurrency && waiting.length > 0 && !this.stopped) {
+          const { channel, events } = waiting.shift()!;
+          const delivery: Promise<void> = deliverClaimed(this.sender, channel, events)
+            .catch((err: unknown) => {
+              if (!this.stopped) this.ctx.logger.error({ err }, 'subscription delivery failed');
+            })
+            .finally(() => {
+              running.delete(delivery);
+              held.delete(channel.id);
+            });
+          running.add(delivery);
+        }
+        if (running.size === 0) return;
+        await Promise.race(running);
+      }
+    } finally {
+      clearInterval(renewal);
+      await Promise.allSettled(running);
+      // Stopped with claims not started: hand them back at once rather than when the lease runs out.
+      await releaseChannels(this.ctx.db, waiting.map((w) => w.channel.id)).catch(() => undefined);
     }
   }
 
@@ -117,23 +178,13 @@ export class Dispatcher {
       await fanOut(this.ctx);
       await this.purge();
       await this.turnOffEnded();
-      // Bounded: a turn never spins on subscriptions that stay due without progress.
-      for (let round = 0; round < 16 && !this.stopped; round++) {
-        const now = this.ctx.now();
-        const claimed = await claimDueChannels(this.ctx.db, now, new Date(now.getTime() + leaseMs(this.settings)), this.settings.concurrency);
-        if (claimed.length === 0) return;
-        // The first notification's events of every claimed subscription in one query.
-        const events = await eventsFor(this.ctx.db, claimed.filter(hasEvents).map((c) => [c.id, c.deliveredThrough + 1, Math.min(c.eventsSinceStart, c.deliveredThrough + (c.maxCount ?? 1))]));
-        const results = await Promise.allSettled(claimed.map((c) => deliverClaimed(this.ctx, this.repo, this.kek, c, this.settings, hasEvents(c) ? (events.get(c.id) ?? []) : undefined)));
-        for (const r of results) if (r.status === 'rejected' && !this.stopped) this.ctx.logger.error({ err: r.reason }, 'subscription delivery failed');
-        if (claimed.length < this.settings.concurrency) return;
-      }
+      await this.deliverDue();
     } catch (err) {
       if (!this.stopped) this.ctx.logger.error({ err }, 'subscription dispatch failed');
     }
   }
 }
 
-function hasEvents(c: Channel): boolean {
-  return c.status === 'active' && c.deliveredThrough < c.eventsSinceStart;
-}
+/** Subscriptions claimed per turn at most, in units of `concurrency`: a turn never spins on subscriptions that stay due without progress; the poll takes up the rest. */
+const CLAIMS_PER_TURN = 32;
+

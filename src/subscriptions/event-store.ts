@@ -47,23 +47,28 @@ export async function eventsBetween(db: Db, subscriptionId: string, from: number
   return rows.map(toEvent);
 }
 
-/** The next notification's events for many subscriptions in one query: `[id, from, to]` each. */
-export async function eventsFor(db: Db, windows: [string, number, number][]): Promise<Map<string, SubscriptionEvent[]>> {
-  const out = new Map<string, SubscriptionEvent[]>();
-  if (windows.length === 0) return out;
-  const { rows } = await db.query<Row>(
-    `SELECT e.subscription_id, e.event_number, e.topic, e.focus_type, e.focus_id, e.focus_version, e.deleted, e.occurred_at
+/**
+ * A subquery answering, as a JSON array oldest first, the events of the subscription row `c`
+ * (a `subscription_channel` row or a CTE over it) that its next notification carries: those
+ * above the delivered mark, at most `max_count` (1 when unset); null when it is not `active`.
+ * Read back with `eventsFromJson`.
+ */
+export function nextEventsSql(c: string): string {
+  return `CASE WHEN ${c}.status = 'active' AND ${c}.delivered_through < ${c}.events_since_start THEN
+    (SELECT coalesce(json_agg(json_build_object('subscription_id', e.subscription_id, 'event_number', e.event_number, 'topic', e.topic,
+              'focus_type', e.focus_type, 'focus_id', e.focus_id, 'focus_version', e.focus_version, 'deleted', e.deleted,
+              'occurred_at', e.occurred_at) ORDER BY e.event_number), '[]')
        FROM subscription_event e
-       JOIN unnest($1::text[], $2::bigint[], $3::bigint[]) AS w(id, lo, hi)
-         ON e.subscription_id = w.id AND e.event_number BETWEEN w.lo AND w.hi
-      ORDER BY e.subscription_id, e.event_number`,
-    [windows.map((w) => w[0]), windows.map((w) => String(w[1])), windows.map((w) => String(w[2]))],
-  );
-  for (const r of rows) {
-    const e = toEvent(r);
-    out.set(e.subscriptionId, [...(out.get(e.subscriptionId) ?? []), e]);
-  }
-  return out;
+      WHERE e.subscription_id = ${c}.id
+        AND e.event_number BETWEEN ${c}.delivered_through + 1 AND least(${c}.events_since_start, ${c}.delivered_through + coalesce(${c}.max_count, 1)))
+  END`;
+}
+
+/** The events `nextEventsSql` answered (the driver may hand JSON over parsed or as text). */
+export function eventsFromJson(json: unknown): SubscriptionEvent[] | undefined {
+  if (json === null || json === undefined) return undefined;
+  const rows = (typeof json === 'string' ? JSON.parse(json) : json) as Row[];
+  return rows.map(toEvent);
 }
 
 export interface NewEvent {

@@ -1,0 +1,55 @@
+/**
+ * Coalesces calls that arrive while a write is in flight into the next write (group commit).
+ * Each write waits only for the I/O already pending (`setImmediate`: answers that arrived at the
+ * same moment join it; an embedded store runs its statements synchronously, so without this each
+ * write would carry one item), no timer: nothing waits when the server is idle, under load one
+ * statement carries many. `write` answers each item, in order; an item whose key is already in the batch waits for
+ * the next one (a statement touches a row once).
+ */
+export class GroupCommit<I, O> {
+  private queue: { item: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
+  private busy = false;
+
+  constructor(
+    private readonly write: (items: I[]) => Promise<O[]>,
+    private readonly keyOf: (item: I) => string,
+    private readonly maxBatch = 500,
+  ) {}
+
+  submit(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      this.queue.push({ item, resolve, reject });
+      if (!this.busy) {
+        this.busy = true;
+        setImmediate(() => void this.drain());
+      }
+    });
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (this.queue.length > 0) {
+        const batch: typeof this.queue = [];
+        const rest: typeof this.queue = [];
+        const keys = new Set<string>();
+        for (const entry of this.queue) {
+          const key = this.keyOf(entry.item);
+          if (batch.length < this.maxBatch && !keys.has(key)) {
+            keys.add(key);
+            batch.push(entry);
+          } else rest.push(entry);
+        }
+        this.queue = rest;
+        try {
+          const out = await this.write(batch.map((e) => e.item));
+          batch.forEach((e, i) => e.resolve(out[i]));
+        } catch (err) {
+          for (const e of batch) e.reject(err);
+        }
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    } finally {
+      this.busy = false;
+    }
+  }
+}

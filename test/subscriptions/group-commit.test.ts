@@ -1,0 +1,77 @@
+import { GroupCommit } from '../../src/shared/group-commit';
+
+/** A write that records each batch and answers items doubled; it finishes when the test says so. */
+function recordingWrite() {
+  const batches: number[][] = [];
+  const gates: (() => void)[] = [];
+  const write = async (items: number[]) => {
+    batches.push(items);
+    await new Promise<void>((resolve) => gates.push(resolve));
+    return items.map((i) => i * 2);
+  };
+  const openNext = async () => {
+    while (gates.length === 0) await new Promise((r) => setImmediate(r));
+    gates.shift()!();
+  };
+  return { batches, write, openNext };
+}
+
+describe('GroupCommit: calls arriving while a write is in flight go out together', () => {
+  test('items submitted at the same moment share one write; those arriving during it share the next', async () => {
+    const w = recordingWrite();
+    const group = new GroupCommit<number, number>(w.write, (i) => String(i));
+    const first = [1, 2, 3].map((i) => group.submit(i));
+    await w.openNext();
+    expect(await Promise.all(first)).toEqual([2, 4, 6]);
+    expect(w.batches).toEqual([[1, 2, 3]]);
+
+    const a = group.submit(4);
+    while (w.batches.length < 2) await new Promise((r) => setImmediate(r));
+    const later = [5, 6].map((i) => group.submit(i)); // the write of [4] is in flight
+    await w.openNext();
+    await w.openNext();
+    expect([await a, ...(await Promise.all(later))]).toEqual([8, 10, 12]);
+    expect(w.batches).toEqual([[1, 2, 3], [4], [5, 6]]);
+  });
+
+  test('a key already in the batch waits for the next write (a statement touches a row once)', async () => {
+    const w = recordingWrite();
+    const group = new GroupCommit<number, number>(w.write, (i) => (i % 2 === 0 ? 'even' : 'odd'));
+    const all = [1, 2, 3, 4].map((i) => group.submit(i));
+    await w.openNext();
+    await w.openNext();
+    expect(await Promise.all(all)).toEqual([2, 4, 6, 8]);
+    expect(w.batches).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
+  });
+
+  test('a failed write rejects its own batch only; the group goes on', async () => {
+    let calls = 0;
+    const group = new GroupCommit<number, number>(
+      async (items) => {
+        calls += 1;
+        if (calls === 1) throw new Error('store down');
+        return items;
+      },
+      (i) => String(i),
+    );
+    await expect(group.submit(1)).rejects.toThrow('store down');
+    await expect(group.submit(2)).resolves.toBe(2);
+  });
+
+  test('batches are capped', async () => {
+    const sizes: number[] = [];
+    const group = new GroupCommit<number, number>(
+      async (items) => {
+        sizes.push(items.length);
+        return items;
+      },
+      (i) => String(i),
+      2,
+    );
+    await Promise.all([1, 2, 3, 4, 5].map((i) => group.submit(i)));
+    expect(sizes).toEqual([2, 2, 1]);
+  });
+});
