@@ -45,6 +45,8 @@ export interface Parts {
 /** The parts and the HTTP application on them. */
 export interface Terminus extends Parts {
   app: Express;
+  /** Start-up work of the routes (the guard's signing key, its certificate library): done before the server listens. */
+  warmUp(): Promise<void>;
 }
 
 /**
@@ -79,7 +81,15 @@ export function composeParts(ctx: AppContext, options: { interceptors?: readonly
 /** The whole application: the parts, the guard and the HTTP routes. */
 export function composeTerminus(ctx: AppContext, options: { interceptors?: readonly WriteInterceptor[] } = {}): Terminus {
   const parts = composeParts(ctx, options);
-  return { ...parts, app: createExpressApp(ctx, parts.fhir) };
+  const warmUps: (() => Promise<void>)[] = [];
+  const app = createExpressApp(ctx, parts.fhir, (work) => warmUps.push(work));
+  return {
+    ...parts,
+    app,
+    async warmUp() {
+      for (const work of warmUps) await work();
+    },
+  };
 }
 
 /** The HTTP application alone, for callers that start no background work (tests, tools). */
@@ -87,7 +97,7 @@ export function createApp(ctx: AppContext): Express {
   return composeTerminus(ctx).app;
 }
 
-function createExpressApp(ctx: AppContext, fhir: FhirEnv): Express {
+function createExpressApp(ctx: AppContext, fhir: FhirEnv, warmUp: (work: () => Promise<void>) => void): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', ctx.config.trustProxy);
@@ -111,7 +121,7 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv): Express {
   // One shared-state adapter for the authorization server and the enforcement point.
   const state = sharedState(ctx);
   const sessions = new RevokedSessions(ctx.db);
-  app.use(guardRouter(ctx, { state, sessions }));
+  app.use(guardRouter(ctx, { state, sessions, warmUp }));
   // CONTRACT 12: the additional security layer; its inner requests run through this very app.
   app.use(aslRoutes(ctx, { state, app: () => app }));
   // Issue 6: the enforcement point, then the protected application (embedded, or UPSTREAM_URL in proxy mode).

@@ -144,6 +144,7 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
     preloadSearchParameters();
     if (config.demoData) await loadDemoData(context);
     terminus = composeTerminus(context);
+    await terminus.warmUp();
     server = http.createServer(terminus.app);
     answerClientErrors(server);
     await listen(server, config);

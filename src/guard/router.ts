@@ -13,6 +13,7 @@ import { ERROR_REGISTRY, InvalidRequest, RateLimitExceeded } from './errors';
 import { clientIp, guardErrorHandler, handleAsync, sendCachedJson, sendGuardError } from './http/respond';
 import { SigningKeys } from './keys/signing-keys';
 import { loadCardTrustAnchors } from './pki/card-trust';
+import { validatePath } from './pki/path-validation';
 import { loadEkTrustAnchors } from './pki/ek-trust';
 import { OcspChecker } from './pki/ocsp';
 import { createPolicyEngine, loadPolicyData, type PolicyEngine } from './policy';
@@ -46,12 +47,15 @@ export interface GuardOptions {
   state?: SharedState;
   /** The application's session liveness, shared with its enforcement point; by default one of its own. */
   sessions?: RevokedSessions;
+  /** Takes the guard's start-up work (`warmUpGuard`), for the server to await before it listens. */
+  warmUp?: (work: () => Promise<void>) => void;
 }
 
 /** Discovery documents and the authorization server under /svc/v{major}. */
 export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router {
   const versions = options.versions ?? API_VERSIONS;
   const deps = composeGuard(ctx, { ...options, versions });
+  options.warmUp?.(() => warmUpGuard(deps));
   const { settings } = deps;
   const forMajor = depsPerMajor(deps, versions);
   const asMetadata = authorizationServerMetadata(settings, deps.urls, deps.policyData, versions);
@@ -174,6 +178,17 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   });
   router.use(guardErrorHandler(settings.issuer));
   return router;
+}
+
+/**
+ * What the first token request of a process would otherwise do on its own time (issue 15, cold
+ * start): load or create the token signing key, and run the path-validation library once (each
+ * card trust anchor against itself; parsing and compiling pkijs and asn1js is most of a first card
+ * chain's cost). A failure here is left to the request that meets it.
+ */
+export async function warmUpGuard(deps: GuardDeps): Promise<void> {
+  await deps.keys.signingKey().catch((err: unknown) => deps.ctx.logger.warn({ err }, 'guard warm-up: signing key not loaded'));
+  for (const anchor of deps.anchors()) await validatePath(anchor.raw, [], [anchor.raw], deps.ctx.now()).catch(() => undefined);
 }
 
 /** Builds the AS's dependencies once per app. */
