@@ -33,6 +33,16 @@ describe('server lifecycle on the embedded store', () => {
     await second.close();
   });
 
+  test('the guard signs with a key that exists before the first request (start-up work done before listening)', async () => {
+    const server = await startServer(config());
+    try {
+      const { rows } = await server.ctx.db.query<{ n: string }>('SELECT count(*) AS n FROM guard_signing_key WHERE retire_at > now()');
+      expect(Number(rows[0].n)).toBeGreaterThanOrEqual(1);
+    } finally {
+      await server.close();
+    }
+  });
+
   test('close lets an in-flight request finish before the store closes', async () => {
     const server = await startServer(config());
     let closing: Promise<void> | undefined;
