@@ -44,6 +44,7 @@ export function bookingTables(db: Db): BookingTables {
            )
            INSERT INTO booking_slot_hold (slot_id, appointment_id) SELECT DISTINCT s.slot_id, $1 FROM unnest($4::text[]) AS s(slot_id)`,
           [appointmentId, windows.map((w) => w.scheduleId), windows.map((w) => tstzrange(w.window)), slotIds],
+          { prepare: true },
         );
       } catch (err) {
         const state = sqlState(err);
@@ -53,24 +54,25 @@ export function bookingTables(db: Db): BookingTables {
       }
     },
     async release(appointmentId) {
-      await db.query('DELETE FROM booking_reservation WHERE appointment_id = $1', [appointmentId]);
-      const { rows } = await db.query<{ slot_id: string }>('DELETE FROM booking_slot_hold WHERE appointment_id = $1 RETURNING slot_id', [appointmentId]);
+      await db.query('DELETE FROM booking_reservation WHERE appointment_id = $1', [appointmentId], { prepare: true });
+      const { rows } = await db.query<{ slot_id: string }>('DELETE FROM booking_slot_hold WHERE appointment_id = $1 RETURNING slot_id', [appointmentId], { prepare: true });
       return rows.map((r) => r.slot_id);
     },
     async holderOf(slotId) {
-      const { rows } = await db.query<{ appointment_id: string }>('SELECT appointment_id FROM booking_slot_hold WHERE slot_id = $1', [slotId]);
+      const { rows } = await db.query<{ appointment_id: string }>('SELECT appointment_id FROM booking_slot_hold WHERE slot_id = $1', [slotId], { prepare: true });
       return rows[0]?.appointment_id;
     },
     async slotsOverlapping(scheduleId, window) {
       const { rows } = await db.query<{ slot_id: string }>(
         'SELECT slot_id FROM booking_slot WHERE schedule_id = $1 AND during && $2::tstzrange ORDER BY slot_id',
         [scheduleId, tstzrange(window)],
+        { prepare: true },
       );
       return rows.map((r) => r.slot_id);
     },
     async lockIdentifiers(identifiers) {
       for (const key of [...new Set(identifiers)].sort()) {
-        await db.query("SELECT pg_advisory_xact_lock(hashtextextended('Patient.identifier|' || $1, 0))", [key]);
+        await db.query("SELECT pg_advisory_xact_lock(hashtextextended('Patient.identifier|' || $1, 0))", [key], { prepare: true });
       }
     },
   };

@@ -92,6 +92,7 @@ export class Repository {
     const { rows } = await this.db.query<{ content: Resource; deleted: boolean; owner: string | null; version_id: number }>(
       `SELECT content, deleted, owner, version_id FROM resource WHERE resource_type = $1 AND id = $2${opts.forUpdate ? ' FOR UPDATE' : ''}`,
       [type, id],
+      { prepare: true },
     );
     const r = rows[0];
     const row = r && { resource: r.content, deleted: r.deleted, owner: r.owner, versionId: r.version_id };
@@ -242,7 +243,7 @@ export class Repository {
           // One statement (data-modifying CTEs): the resource row, its version and its index rows
           // change together in a single round trip.
           const { sql, params } = writeStatement({ type, id, versionId, lastUpdated, stored, owner, exists: !!row }, extractIndexRows(stored, this.baseUrl));
-          await tx.db.query(sql, params);
+          await tx.db.query(sql, params, { prepare: true });
           tx.remember(type, id, { resource: stored, deleted: false, owner, versionId });
           return { resource: stored, created: !row || row.deleted };
         });
@@ -327,16 +328,22 @@ function writeStatement(
   ];
   const windowed = COMPOUND_INDEXES[w.type] !== undefined;
   if (w.exists) INDEX_TABLES.forEach((t, i) => ctes.push(`del${i} AS (DELETE FROM ${t} WHERE resource_type = $1 AND id = $2${t === 'search_compound' && windowed ? ' RETURNING ref, during' : ''})`));
-  const insert = (name: string, table: string, columns: string[], values: unknown[][]) => {
-    if (values.length === 0) return;
-    const tuples = values.map((row) => `($1, $2, ${row.map((v) => (params.push(v), `$${params.length}`)).join(', ')})`);
-    ctes.push(`${name} AS (INSERT INTO ${table} (resource_type, id, ${columns.join(', ')}) VALUES ${tuples.join(', ')})`);
+  // Index rows as arrays (one parameter per column, unnest): the statement's text depends only on
+  // the resource type's shape, not on how many rows it has, so PostgreSQL prepares it once per
+  // connection and reuses the plan.
+  const insert = (name: string, table: string, columns: [string, string][], values: unknown[][]) => {
+    const first = params.length + 1;
+    columns.forEach((_, k) => params.push(values.map((row) => row[k])));
+    const names = columns.map((_, k) => `c${k}`);
+    ctes.push(
+      `${name} AS (INSERT INTO ${table} (resource_type, id, ${columns.map(([c]) => c).join(', ')}) SELECT $1, $2, ${names.join(', ')} FROM unnest(${columns.map(([, type], k) => `$${first + k}::${type}[]`).join(', ')}) AS u(${names.join(', ')}))`,
+    );
   };
-  insert('ins_token', 'search_token', ['param', 'system', 'code'], rows.tokens.map((t) => [t.param, t.system, t.code]));
-  insert('ins_reference', 'search_reference', ['param', 'target_type', 'target_id', 'target_url'], rows.references.map((r) => [r.param, r.targetType, r.targetId, r.targetUrl]));
-  insert('ins_date', 'search_date', ['param', 'low', 'high'], rows.dates.map((d) => [d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
-  insert('ins_string', 'search_string', ['param', 'norm', 'exact'], rows.strings.map((x) => [x.param, x.norm, x.exact]));
-  insert('ins_compound', 'search_compound', ['ref', 'code', 'during'], rows.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range)]));
+  insert('ins_token', 'search_token', [['param', 'text'], ['system', 'text'], ['code', 'text']], rows.tokens.map((t) => [t.param, t.system, t.code]));
+  insert('ins_reference', 'search_reference', [['param', 'text'], ['target_type', 'text'], ['target_id', 'text'], ['target_url', 'text']], rows.references.map((r) => [r.param, r.targetType, r.targetId, r.targetUrl]));
+  insert('ins_date', 'search_date', [['param', 'text'], ['low', 'timestamptz'], ['high', 'timestamptz']], rows.dates.map((d) => [d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
+  insert('ins_string', 'search_string', [['param', 'text'], ['norm', 'text'], ['exact', 'text']], rows.strings.map((x) => [x.param, x.norm, x.exact]));
+  if (windowed) insert('ins_compound', 'search_compound', [['ref', 'text'], ['code', 'text'], ['during', 'tstzrange']], rows.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range)]));
   if (windowed) ctes.push(generationCte(params, w.exists ? `del${INDEX_TABLES.indexOf('search_compound')}` : undefined, rows.compounds, w.owner !== null));
   return { sql: `WITH ${ctes.join(',\n')} SELECT 1`, params };
 }

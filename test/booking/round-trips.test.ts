@@ -33,3 +33,24 @@ test('a slot-mode $book of a new appointment sends at most 8 statements, BEGIN a
   expect(statements.filter((s) => s.includes('booking_slot_hold'))).toHaveLength(1);
   expect(statements.filter((s) => s.includes('FOR UPDATE'))).toHaveLength(1); // the slot
 });
+
+test('a write statement reads the same whatever the number of index rows, so PostgreSQL prepares it once per connection', async () => {
+  const patient = (id: string, names: number) => ({
+    resourceType: 'Patient',
+    id,
+    name: Array.from({ length: names }, (_, i) => ({ family: `Family${i}`, given: [`Given${i}`] })),
+    identifier: Array.from({ length: names }, (_, i) => ({ system: 'urn:test', value: `${id}-${i}` })),
+  });
+  const writes: string[] = [];
+  for (const [id, names] of [
+    ['rt-one-name', 1],
+    ['rt-three-names', 3],
+  ] as const) {
+    sent.length = 0;
+    const res = await request(f.app).put(`/fhir/Patient/${id}`).set('content-type', 'application/fhir+json').send(patient(id, names));
+    expect(res.status).toBe(201);
+    writes.push(...sent.filter((q) => q.includes('INSERT INTO resource_version')));
+  }
+  expect(writes).toHaveLength(2);
+  expect(writes[1]).toBe(writes[0]);
+});

@@ -66,6 +66,7 @@ export class SqlState implements SharedState {
          RETURNING count)
        SELECT (SELECT array_agg(k) FROM seen) AS fresh, (SELECT count FROM counted)::int AS count, (SELECT v FROM async_commit) AS async_commit`,
       [uses.map((u) => u.key.namespace), uses.map((u) => u.key.hash), uses.map((u) => u.expiresAt), now, bucket, window.start, new Date(window.resetMs)],
+      { prepare: true },
     );
     await this.purge(now);
     const fresh = new Set(r.rows[0]?.fresh ?? []);

@@ -77,6 +77,7 @@ export async function createSessionWithToken(ctx: AppContext, s: Session, ttlSec
     `WITH ${ctes.join(', ')}
      INSERT INTO guard_refresh_token (token_hash, sid, issued_at, expires_at) SELECT $9, sid, $10, $11 FROM session`,
     [...sessionParams(s), rt.hash, rt.issuedAt, rt.expiresAt, ...(attestedPlatform !== undefined ? [attestedPlatform] : [])],
+    { prepare: true },
   );
   return rt;
 }
@@ -98,6 +99,7 @@ export async function rotateRefreshToken(ctx: AppContext, presentedHash: string,
        RETURNING t.sid)
      INSERT INTO guard_refresh_token (token_hash, sid, issued_at, expires_at) SELECT $2, sid, $3, $4 FROM used RETURNING sid`,
     [presentedHash, rt.hash, rt.issuedAt, rt.expiresAt],
+    { prepare: true },
   );
   return r.rows.length === 1 ? rt : undefined;
 }
