@@ -2,7 +2,7 @@ import type { Redis } from 'ioredis';
 import { SharedStateUnavailable, type SharedState, type SingleUse, type StateKey, type Window } from './shared-state';
 
 /**
- * Redis: `SET NX PXAT` for single use, `INCR` + `PEXPIREAT` for counters, `GETDEL` for nonces;
+ * Redis: `SET NX PXAT` for single use, `INCR` + `PEXPIREAT` (one script) for counters, `GETDEL` for nonces;
  * Redis expires the keys. Expiry is set on the wall clock (at least a second ahead): the protocol
  * clock decides validity, the stored expiry only bounds memory.
  */
@@ -13,6 +13,7 @@ export class RedisState implements SharedState {
     // One script instead of a MULTI: one command for Redis to parse and run per request. ioredis
     // sends EVALSHA and falls back to EVAL when Redis lost its script cache (a restart).
     if (!(FIRST_USES_AND_COUNT in redis)) redis.defineCommand(FIRST_USES_AND_COUNT, { lua: FIRST_USES_AND_COUNT_LUA });
+    if (!(COUNT in redis)) redis.defineCommand(COUNT, { numberOfKeys: 1, lua: COUNT_LUA });
   }
 
   async put(key: StateKey, expiresAt: Date): Promise<void> {
@@ -30,9 +31,9 @@ export class RedisState implements SharedState {
   }
 
   async count(bucket: string, window: Window): Promise<number> {
-    const k = counterKey(bucket, window);
-    const res = await this.run(() => this.redis.multi().incr(k).pexpireat(k, wallExpiry(new Date(window.resetMs))).exec());
-    return Number(res?.[0]?.[1] ?? 1);
+    const script = (this.redis as unknown as Record<string, Count>)[COUNT];
+    const res = await this.run(() => script.call(this.redis, counterKey(bucket, window), String(wallExpiry(new Date(window.resetMs)))));
+    return Number(res);
   }
 
   async firstUsesAndCount(uses: readonly SingleUse[], _now: Date, bucket: string, window: Window): Promise<{ first: boolean[]; count: number }> {
@@ -51,6 +52,14 @@ export class RedisState implements SharedState {
     }
   }
 }
+
+/** KEYS[1]: the counter; ARGV[1]: its expiry (Unix ms). One command where a MULTI would be four. */
+const COUNT = 'terminusCount';
+type Count = (key: string, expiry: string) => Promise<number>;
+const COUNT_LUA = `
+local n = redis.call('INCR', KEYS[1])
+redis.call('PEXPIREAT', KEYS[1], ARGV[1])
+return n`;
 
 const FIRST_USES_AND_COUNT = 'terminusFirstUsesAndCount';
 type FirstUsesAndCount = (numberOfKeys: number, ...keysThenArgs: string[]) => Promise<number[]>;
