@@ -1,7 +1,8 @@
 /**
  * Access-guard benchmark (issue 5): discovery, /nonce, token exchange and refresh at 32 concurrent
  * clients against `terminus serve` in its own process, and node-oidc-provider's refresh grant with
- * DPoP measured in the same run. Loopback only, bounded in time.
+ * DPoP and the baseline revision's token exchange and refresh measured in the same run. Loopback
+ * only, bounded in time.
  *
  *   node --import tsx bench/guard.ts            (writes the guard section of bench/RESULTS.md)
  */
@@ -14,6 +15,8 @@ import { createClientAssertion, createDpopProof, generateEcKey, type EcKey } fro
 import { softwareClientStatement } from '../src/client/client-statement';
 import { createSubjectToken, SoftwareCard } from '../src/client/software-card';
 import { createDevPki, writeDevPki } from '../src/guard/pki/dev-pki';
+import { Pool } from 'pg';
+import { checkout } from './compare';
 import { cpuMeter, loadAverage } from './lib/cpu';
 import { startFloorServer, startServerProcess } from './lib/server';
 
@@ -131,30 +134,34 @@ export async function benchGuard(): Promise<string> {
     rows.push(row('`GET /svc/v1/nonce`, 1 client', await closedLoop([0], () => timed(() => send(base, 'GET', '/svc/v1/nonce'))), '33 / 50 / 500'));
 
     // 32 registered clients, each exchanging tokens in a loop (nonce fetched and JWTs signed untimed).
-    const clients = await Promise.all(
-      Array.from({ length: CONNECTIONS }, async () => {
-        const clientKey = await generateEcKey();
-        const r = await send(base, 'POST', '/svc/v1/register', { 'content-type': 'application/json' }, JSON.stringify({ token_endpoint_auth_method: 'private_key_jwt', grant_types: [TOKEN_EXCHANGE, 'refresh_token'], jwks: { keys: [clientKey.publicJwk] } }));
-        return { clientId: JSON.parse(r.body).client_id as string, clientKey };
-      }),
-    );
+    const registerClients = (at: string) =>
+      Promise.all(
+        Array.from({ length: CONNECTIONS }, async () => {
+          const clientKey = await generateEcKey();
+          const r = await send(at, 'POST', '/svc/v1/register', { 'content-type': 'application/json' }, JSON.stringify({ token_endpoint_auth_method: 'private_key_jwt', grant_types: [TOKEN_EXCHANGE, 'refresh_token'], jwks: { keys: [clientKey.publicJwk] } }));
+          return { clientId: JSON.parse(r.body).client_id as string, clientKey };
+        }),
+      );
+    const clients = await registerClients(base);
     const sessions: Session[] = [];
-    const exchangeOnce = async (c: { clientId: string; clientKey: EcKey }) => {
-      const nonce = JSON.parse((await send(base, 'GET', '/svc/v1/nonce')).body).nonce as string;
+    const exchangeAt = (at: string) => async (c: { clientId: string; clientKey: EcKey }) => {
+      const endpoint = `${at}/svc/v1/token`;
+      const nonce = JSON.parse((await send(at, 'GET', '/svc/v1/nonce')).body).nonce as string;
       const dpopKey = await generateEcKey();
       const now = Math.floor(Date.now() / 1000);
       const form = new URLSearchParams({
         grant_type: TOKEN_EXCHANGE,
         client_assertion_type: JWT_BEARER,
-        client_assertion: await createClientAssertion(c.clientKey, { clientId: c.clientId, audience: tokenUrl, clientStatement: softwareClientStatement({ clientId: c.clientId, clientKey: c.clientKey, nonce, now }) }),
+        client_assertion: await createClientAssertion(c.clientKey, { clientId: c.clientId, audience: endpoint, clientStatement: softwareClientStatement({ clientId: c.clientId, clientKey: c.clientKey, nonce, now }) }),
         subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
-        subject_token: createSubjectToken(card, { clientId: c.clientId, telematikId: pki.cards[0].telematikId, tokenEndpoint: tokenUrl, nonce, clientJkt: c.clientKey.jkt, dpopJkt: dpopKey.jkt, now }),
-        resource: `${base}/fhir`,
+        subject_token: createSubjectToken(card, { clientId: c.clientId, telematikId: pki.cards[0].telematikId, tokenEndpoint: endpoint, nonce, clientJkt: c.clientKey.jkt, dpopJkt: dpopKey.jkt, now }),
+        resource: `${at}/fhir`,
       }).toString();
-      const dpop = await createDpopProof(dpopKey, { method: 'POST', url: tokenUrl, nonce });
-      const t = await timed(() => send(base, 'POST', '/svc/v1/token', { 'content-type': 'application/x-www-form-urlencoded', dpop }, form));
+      const dpop = await createDpopProof(dpopKey, { method: 'POST', url: endpoint, nonce });
+      const t = await timed(() => send(at, 'POST', '/svc/v1/token', { 'content-type': 'application/x-www-form-urlencoded', dpop }, form));
       return { ...t, dpopKey };
     };
+    const exchangeOnce = exchangeAt(base);
     // Token exchange against its JOSE floor, refresh against node-oidc-provider and its JOSE floor:
     // every contender up at once, rounds back to back in rotating order (the same machine load).
     const firstExchange = await exchangeOnce(clients[0]);
@@ -162,6 +169,8 @@ export async function benchGuard(): Promise<string> {
     const exchangeFloor = await startFloorServer({ answers: { '/token': { body: tokenBytes, contentType: 'application/json' } }, defaultAnswer: '/token', verifies: 4, signs: 1 });
     const refreshFloor = await startFloorServer({ answers: { '/token': { body: tokenBytes, contentType: 'application/json' } }, defaultAnswer: '/token', verifies: 2, signs: 1 });
     const nop = await startOidcProvider();
+    // The revision before issue 15's work, in its own process and store (issue 15: token exchange and refresh against it in the same run).
+    const baseline = await startBaseline(env);
     try {
       const sampleForm = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: 'x'.repeat(43), client_assertion_type: JWT_BEARER, client_assertion: 'x'.repeat(400) }).toString();
       const floorStep = (url: string) => () => timed(() => send(url, 'POST', '/token', { 'content-type': 'application/x-www-form-urlencoded', dpop: 'x'.repeat(600) }, sampleForm));
@@ -169,24 +178,36 @@ export async function benchGuard(): Promise<string> {
         const t = await exchangeOnce(c);
         sessions.push({ ...c, dpopKey: t.dpopKey, refreshToken: JSON.parse(t.reply.body).refresh_token });
       }
-      const refreshStep = async (s: Session) => {
+      const refreshAt = (at: string) => async (s: Session) => {
+        const endpoint = `${at}/svc/v1/token`;
         const form = new URLSearchParams({
           grant_type: 'refresh_token',
           refresh_token: s.refreshToken,
           client_assertion_type: JWT_BEARER,
-          client_assertion: await createClientAssertion(s.clientKey, { clientId: s.clientId, audience: tokenUrl }),
+          client_assertion: await createClientAssertion(s.clientKey, { clientId: s.clientId, audience: endpoint }),
         }).toString();
-        const dpop = await createDpopProof(s.dpopKey, { method: 'POST', url: tokenUrl });
-        const t = await timed(() => send(base, 'POST', '/svc/v1/token', { 'content-type': 'application/x-www-form-urlencoded', dpop }, form));
+        const dpop = await createDpopProof(s.dpopKey, { method: 'POST', url: endpoint });
+        const t = await timed(() => send(at, 'POST', '/svc/v1/token', { 'content-type': 'application/x-www-form-urlencoded', dpop }, form));
         if (t.ok) s.refreshToken = JSON.parse(t.reply.body).refresh_token;
         return t;
       };
+      const refreshStep = refreshAt(base);
+      const baseClients = await registerClients(baseline.url);
+      const baseExchange = exchangeAt(baseline.url);
+      const baseSessions: Session[] = [];
+      for (const c of baseClients) {
+        const t = await baseExchange(c);
+        if (!t.ok) throw new Error(`baseline ${baseline.rev}: token exchange answered ${t.reply.status}: ${t.reply.body.slice(0, 300)}`);
+        baseSessions.push({ ...c, dpopKey: t.dpopKey, refreshToken: JSON.parse(t.reply.body).refresh_token });
+      }
       const contenders: { name: string; run: () => Promise<Stats>; pid: number }[] = [
         { name: 'exchange', run: () => closedLoop(clients, (c) => exchangeOnce(c), ROUND_MS), pid: server.pid },
         { name: 'exchange floor', run: () => closedLoop(clients, floorStep(exchangeFloor.url), ROUND_MS), pid: exchangeFloor.pid },
         { name: 'refresh', run: () => closedLoop(sessions, refreshStep, ROUND_MS), pid: server.pid },
         { name: 'refresh floor', run: () => closedLoop(sessions, floorStep(refreshFloor.url), ROUND_MS), pid: refreshFloor.pid },
         { name: 'node-oidc-provider', run: () => closedLoop(nop.sessions, nop.step, ROUND_MS), pid: nop.pid },
+        { name: 'baseline exchange', run: () => closedLoop(baseClients, (c) => baseExchange(c), ROUND_MS), pid: baseline.pid },
+        { name: 'baseline refresh', run: () => closedLoop(baseSessions, refreshAt(baseline.url), ROUND_MS), pid: baseline.pid },
       ];
       for (const c of contenders) await c.run(); // warm-up
       const results = new Map<string, Stats[]>(contenders.map((c) => [c.name, []]));
@@ -216,6 +237,8 @@ export async function benchGuard(): Promise<string> {
       rows.push(row('`POST /svc/v1/token` token exchange (card ES256, software attestation, embedded policy)', medianStats(results.get('exchange')!), '75 / 100 / 1000'));
       rows.push(row('`POST /svc/v1/token` refresh (rotation, DPoP, private_key_jwt, policy re-check)', medianStats(results.get('refresh')!), '75 / 100 / 1000'));
       rows.push(row('node-oidc-provider 9 refresh grant (DPoP, private_key_jwt, rotation; in-memory adapter)', medianStats(results.get('node-oidc-provider')!), '–'));
+      rows.push(row(`baseline \`${baseline.rev}\` token exchange`, medianStats(results.get('baseline exchange')!), '75 / 100 / 1000'));
+      rows.push(row(`baseline \`${baseline.rev}\` refresh`, medianStats(results.get('baseline refresh')!), '75 / 100 / 1000'));
       rows.push(row('JOSE floor of a token exchange (`node:http`, 4 ES256 checks + 1 signature, the same bytes)', medianStats(results.get('exchange floor')!), '–'));
       rows.push(row('JOSE floor of a refresh (`node:http`, 2 ES256 checks + 1 signature, the same bytes)', medianStats(results.get('refresh floor')!), '–'));
       rows.push(row('`POST /svc/v1/token` token exchange, 1 client', await closedLoop([clients[0]], (c) => exchangeOnce(c), ROUND_MS), '75 / 100 / 1000'));
@@ -223,12 +246,14 @@ export async function benchGuard(): Promise<string> {
       comparison = [
         `Same run, ${ROUNDS} rounds of ${ROUND_MS / 1000} s per contender in rotating order (median of the per-round ratios; per round in brackets):`,
         `- refresh: **${ratio('refresh', 'node-oidc-provider').toFixed(2)} x node-oidc-provider** (${perRound('refresh', 'node-oidc-provider')}); ${ratio('refresh', 'refresh floor').toFixed(2)} of its JOSE floor (${perRound('refresh', 'refresh floor')}).`,
-        `- token exchange: ${ratio('exchange', 'exchange floor').toFixed(2)} of its JOSE floor (${perRound('exchange', 'exchange floor')}).`,
-        `- server CPU per request (ms, median of rounds): token exchange ${cpuMs('exchange')}, refresh ${cpuMs('refresh')}, node-oidc-provider refresh ${cpuMs('node-oidc-provider')}, JOSE floors ${cpuMs('exchange floor')} / ${cpuMs('refresh floor')}.`,
+        `- token exchange: **${ratio('exchange', 'baseline exchange').toFixed(2)} x the baseline \`${baseline.rev}\`** (${perRound('exchange', 'baseline exchange')}); ${ratio('exchange', 'exchange floor').toFixed(2)} of its JOSE floor (${perRound('exchange', 'exchange floor')}).`,
+        `- refresh against the baseline: ${ratio('refresh', 'baseline refresh').toFixed(2)} x (${perRound('refresh', 'baseline refresh')}).`,
+        `- server CPU per request (ms, median of rounds): token exchange ${cpuMs('exchange')} (baseline ${cpuMs('baseline exchange')}), refresh ${cpuMs('refresh')} (baseline ${cpuMs('baseline refresh')}), node-oidc-provider refresh ${cpuMs('node-oidc-provider')}, JOSE floors ${cpuMs('exchange floor')} / ${cpuMs('refresh floor')}.`,
+        `- Aims (issue 15): token exchange at least 2 x the baseline, refresh at least 1.2 x node-oidc-provider.`,
         `- load average (1 / 5 / 15 min) ${loadAtStart} at the start, ${loadAverage()} at the end.`,
       ].join('\n');
     } finally {
-      await Promise.all([exchangeFloor.stop(), refreshFloor.stop(), nop.stop()]);
+      await Promise.all([exchangeFloor.stop(), refreshFloor.stop(), nop.stop(), baseline.stop()]);
     }
   } finally {
     await server.stop();
@@ -244,8 +269,50 @@ export async function benchGuard(): Promise<string> {
     '',
     comparison,
     '',
-    `Reading: with 32 clients in a closed loop on 2 cores (shared by the load generator, the server and its stores), the mean latency is about 32 / throughput, so it measures capacity more than the single-request latency the seed targets (section 8). node-oidc-provider keeps its state in process memory; Terminus's refresh re-asks the policy, rotates the family in PostgreSQL (one statement, durable) and keeps replay caches and counters in Redis. The JOSE floor is a bare \`node:http\` server doing only the signature work of the grant on cached key objects. A token exchange verifies four JWTs, a card chain (cached per certificate) and the attestation, and writes a session. The 1-client rows give the per-request latency.`,
+    `Reading: with 32 clients in a closed loop on 2 cores (shared by the load generator, the server and its stores), the mean latency is about 32 / throughput, so it measures capacity more than the single-request latency the seed targets (section 8). node-oidc-provider keeps its state in process memory; Terminus's refresh re-asks the policy, rotates the family in PostgreSQL (one statement, durable) and keeps replay caches and counters in Redis. The JOSE floor is a bare \`node:http\` server doing only the signature work of the grant on cached key objects. A token exchange verifies four JWTs, a card chain (cached per certificate) and the attestation, and writes a session. The baseline is the revision before issue 15's work, in its own process and store, measured in the same rotating rounds. The 1-client rows give the per-request latency.`,
   ].join('\n');
+}
+
+/**
+ * The baseline revision (BENCH_GUARD_BASELINE, default 52983cc: before issue 15's work) serving
+ * the same configuration from a checkout of its own, on a store of its own: a DATA_DIR beside
+ * this run's, or a fresh PostgreSQL database when DATABASE_URL is set.
+ */
+async function startBaseline(env: Record<string, string>): Promise<{ rev: string; url: string; pid: number; stop(): Promise<void> }> {
+  const rev = process.env.BENCH_GUARD_BASELINE ?? '52983cc';
+  const tree = checkout(rev);
+  const databaseUrl = process.env.DATABASE_URL;
+  let storeEnv: Record<string, string> = { DATA_DIR: `${env.DATA_DIR}-baseline` };
+  const dropDatabase = async () => {
+    const admin = new Pool({ connectionString: databaseUrl, max: 1 });
+    await admin.query('DROP DATABASE IF EXISTS terminus_bench_guard_baseline WITH (FORCE)').catch(() => undefined);
+    return admin;
+  };
+  if (databaseUrl) {
+    const admin = await dropDatabase();
+    await admin.query('CREATE DATABASE terminus_bench_guard_baseline');
+    await admin.end();
+    const url = new URL(databaseUrl);
+    url.pathname = '/terminus_bench_guard_baseline';
+    storeEnv = { DATABASE_URL: url.toString() };
+  }
+  try {
+    const server = await startServerProcess({ ...env, ...storeEnv }, tree.root);
+    return {
+      rev,
+      url: server.url,
+      pid: server.pid,
+      stop: async () => {
+        await server.stop();
+        tree.remove();
+        if (databaseUrl) await (await dropDatabase()).end();
+        else fs.rmSync(storeEnv.DATA_DIR, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    tree.remove();
+    throw err;
+  }
 }
 
 interface OidcProvider {
