@@ -4,10 +4,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import * as pkijs from 'pkijs';
+import { pino } from 'pino';
 import { runDevPki } from '../../src/cli/dev-pki';
 import { SoftwareCard } from '../../src/client/software-card';
 import { buildCertificate, derToPem } from '../../src/guard/pki/certificate-builder';
 import { createCardCa, issueCard, issueOcspResponder, ocspIndexLine, type CardCa } from '../../src/guard/pki/dev-pki';
+import { OcspChecker } from '../../src/guard/pki/ocsp';
 import { startOcspResponder, type OcspResponder } from '../helpers/ocsp-responder';
 import { freePort } from '../helpers/swtpm';
 import { exchange, guardHarness, type Harness } from './helpers/harness';
@@ -104,6 +106,26 @@ describe('OCSP (CARD_OCSP)', () => {
   test('a card naming no responder: 403 under required, admitted under if-present', async () => {
     expect((await status(required, cards.none)).status).toBe(403);
     expect((await status(ifPresent, cards.none)).status).toBe(200);
+  });
+
+  test('a pair checked before is not parsed again: its responder and the answer are remembered', async () => {
+    // if-present: the responder does not know this new card (status unknown, admitted); the answer is cached all the same.
+    const checker = new OcspChecker('if-present', 3600, pino({ level: 'silent' }), () => new Date());
+    const der = (pem: string) => new crypto.X509Certificate(pem).raw;
+    const good = card('PARSED-ONCE', { ocspUrl: responder.url });
+    const none = card('NO-RESPONDER');
+    const parses = jest.spyOn(pkijs.Certificate, 'fromBER');
+    try {
+      await checker.check(der(good.certPem), der(ca.certPem));
+      await checker.check(der(none.certPem), der(ca.certPem));
+      const first = parses.mock.calls.length;
+      expect(first).toBeGreaterThan(0);
+      await checker.check(der(good.certPem), der(ca.certPem));
+      await checker.check(der(none.certPem), der(ca.certPem));
+      expect(parses.mock.calls.length).toBe(first);
+    } finally {
+      parses.mockRestore();
+    }
   });
 
   test('answers are cached until nextUpdate: with the responder gone a good card still passes', async () => {

@@ -29,6 +29,8 @@ type Status = 'good' | 'revoked' | 'unknown';
  */
 export class OcspChecker {
   private readonly cache = new Map<string, { status: Status; until: number }>();
+  /** The responder each (issuer, card) pair names, null for none: a certificate never changes, so it is parsed once. */
+  private readonly responders = new Map<string, string | null>();
 
   constructor(
     readonly mode: OcspMode,
@@ -39,16 +41,23 @@ export class OcspChecker {
 
   async check(leafDer: Buffer, issuerDer: Buffer): Promise<void> {
     if (this.mode === 'off') return;
-    const leaf = pkijs.Certificate.fromBER(new Uint8Array(leafDer));
-    const issuer = pkijs.Certificate.fromBER(new Uint8Array(issuerDer));
-    const url = responderOf(leaf);
+    const key = crypto.createHash('sha256').update(issuerDer).update(leafDer).digest('base64url');
+    // Parsing the two certificates costs more than the rest of a token exchange's checks: only
+    // the first check of a pair and a stale answer need them.
+    let parsed: { leaf: pkijs.Certificate; issuer: pkijs.Certificate } | undefined;
+    const parse = () => (parsed ??= { leaf: pkijs.Certificate.fromBER(new Uint8Array(leafDer)), issuer: pkijs.Certificate.fromBER(new Uint8Array(issuerDer)) });
+    let url = this.responders.get(key);
+    if (url === undefined) {
+      url = responderOf(parse().leaf) ?? null;
+      if (this.responders.size >= 10_000) this.responders.clear();
+      this.responders.set(key, url);
+    }
     if (!url) {
       if (this.mode === 'required') throw new CardRevoked('the card certificate names no OCSP responder (CARD_OCSP=required)');
       return;
     }
-    const key = crypto.createHash('sha256').update(issuerDer).update(leafDer).digest('base64url');
     const hit = this.cache.get(key);
-    const status = hit && hit.until > this.now().getTime() ? hit.status : await this.ask(url, leaf, issuer, key);
+    const status = hit && hit.until > this.now().getTime() ? hit.status : await this.ask(url, parse().leaf, parse().issuer, key);
     if (status === 'revoked') throw new CardRevoked('the card certificate is revoked (OCSP)');
     if (status === 'unknown') {
       if (this.mode === 'required') throw new CardRevoked('the OCSP responder does not know the card certificate');
