@@ -52,7 +52,7 @@ async function fanOutOn({ env, store, cleanup }: Store): Promise<string> {
     const rows = rounds.map((s, i) => `| ${i + 1} | ${SUBSCRIPTIONS} | ${s.p50.toFixed(0)} | ${s.p95.toFixed(0)} | ${s.p99.toFixed(0)} | ${s.max.toFixed(0)} |`);
     return [
       `**${store}.** Server in its own process (default delivery settings: 64 endpoints at a time), ${SUBSCRIPTIONS.toLocaleString('en')} active id-only rest-hook subscriptions on \`appointment-update\`, each with its own HTTP receiver (own port) in the benchmark process; machine: ${os.cpus().length} cores.`,
-      `Setup (1,000 creates and handshakes): ${setupS.toFixed(1)} s. Each event: one \`PATCH\` of a booked Appointment; the clock starts before the PATCH is sent and stops when a receiver has the notification.`,
+      `Setup (1,000 creates and handshakes, until the server shows every subscription active): ${setupS.toFixed(1)} s. Each event: one \`PATCH\` of a booked Appointment; the clock starts before the PATCH is sent and stops when a receiver has the notification.`,
       '',
       head,
       ...rows,
