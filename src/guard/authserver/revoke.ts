@@ -13,7 +13,7 @@ export async function revokeEndpoint(deps: GuardDeps, req: EndpointRequest): Pro
   const params = formParameters(req);
   const token = params.get('token');
   if (!token) throw new InvalidRequest('token is required');
-  const proof = await dpopProofIsValid(deps, req, deps.urls.revoke, false);
+  const proof = await dpopProofIsValid(deps, req, deps.urls.revoke);
   const { client } = await authenticateClient(deps, params, req, { proof });
   const hint = params.get('token_type_hint');
   const sid = hint === 'access_token' ? await accessTokenSid(deps, token) ?? (await refreshTokenSid(deps, token)) : (await refreshTokenSid(deps, token)) ?? (await accessTokenSid(deps, token));

@@ -2,7 +2,7 @@ import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { checkDpopReplay, dpopProofReplayed, dpopProofUse, verifyDpopProof, type VerifiedDpopProof } from '../dpop/verify-dpop-proof';
 import { InvalidRequest, RateLimitExceeded, UnsupportedGrantType, UseDpopNonce } from '../errors';
 import { parseForm } from '../http/form';
-import { consumeNonce, issueNonce } from '../state/nonce-store';
+import { consumeNonce, issueNonce, nonceKey } from '../state/nonce-store';
 import { limitFor, rateLimitHeaders, rateLimitResult } from '../state/rate-limit';
 import { assertionReplayed, verifyClientAssertion, type AuthenticatedClient } from './client-auth/verify-client-assertion';
 import type { GuardDeps } from './deps';
@@ -30,15 +30,16 @@ export async function tokenEndpoint(deps: GuardDeps, req: EndpointRequest): Prom
   const params = formParameters(req);
   const grantType = grantTypeIsSupported(params);
   const refresh = grantType === GRANT_REFRESH_TOKEN;
-  // A refresh records its proof's jti with the client's assertion jti and counter (one round trip).
-  const proof = await dpopProofIsValid(deps, req, deps.urls.token, !refresh);
+  // Each proof's jti is recorded in the round trip of another check: a refresh's with the client's
+  // assertion jti and counter, the others' with their nonce.
+  const proof = await dpopProofIsValid(deps, req, deps.urls.token);
   if (grantType === GRANT_TOKEN_EXCHANGE && isWorkloadExchange(deps, params, req)) {
     // A service, not a registered client (CONTRACT 11): no client assertion; a nonce is optional.
-    await dpopNonceIsFresh(deps, proof, false);
+    await proofIsFreshWithNonce(deps, proof, false);
     return workloadExchange(deps, { params, proof, ip: req.ip });
   }
   // Grants that start a session bind the client's posture to a fresh nonce; a refresh need not.
-  const nonce = await dpopNonceIsFresh(deps, proof, !refresh);
+  const nonce = refresh ? await dpopNonceIsFresh(deps, proof, false) : await proofIsFreshWithNonce(deps, proof, true);
   // A refresh reads only the client's id, key and grant types: a cached active client will do.
   const auth = await authenticateClient(deps, params, req, { fresh: !refresh, proof: refresh ? proof : undefined });
   if (grantType === GRANT_TOKEN_EXCHANGE) return tokenExchange(deps, { params, proof, nonce: nonce!, auth, ip: req.ip });
@@ -75,10 +76,11 @@ function grantTypeIsSupported(params: Map<string, string>): string {
 }
 
 /**
- * RFC 9449 §4.3 on the token endpoint: 400 `invalid_dpop_proof` (§5); the jti replay-checked here
- * (`replay`) or by `authenticateClient` with the client's own single-use values.
+ * RFC 9449 §4.3 on the token endpoint: 400 `invalid_dpop_proof` (§5). The jti is replay-checked
+ * by the caller in the round trip of another check: `authenticateClient` with the client's own
+ * single-use values, or `proofIsFreshWithNonce` with the nonce.
  */
-export async function dpopProofIsValid(deps: GuardDeps, req: EndpointRequest, url: string, replay: boolean): Promise<VerifiedDpopProof> {
+export async function dpopProofIsValid(deps: GuardDeps, req: EndpointRequest, url: string): Promise<VerifiedDpopProof> {
   const proof = await verifyDpopProof({
     headerValues: req.dpop,
     method: 'POST',
@@ -88,7 +90,6 @@ export async function dpopProofIsValid(deps: GuardDeps, req: EndpointRequest, ur
     skewSec: deps.settings.clockSkewSec,
     keyOf: deps.es256Keys.keyOf,
   });
-  if (replay) await checkDpopReplay(deps.state, deps.ctx.now(), proof, deps.settings.dpopMaxAgeSec);
   return proof;
 }
 
@@ -100,8 +101,30 @@ export async function dpopProofIsValid(deps: GuardDeps, req: EndpointRequest, ur
 async function dpopNonceIsFresh(deps: GuardDeps, proof: VerifiedDpopProof, required: boolean): Promise<string | undefined> {
   if (proof.nonce === undefined && !required) return undefined;
   if (proof.nonce !== undefined && (await consumeNonce(deps.state, proof.nonce, deps.ctx.now()))) return proof.nonce;
+  throw await nonceChallenge(deps, proof);
+}
+
+/**
+ * The replay check of the proof's jti (RFC 9449 §11.1) and its nonce (§8, as `dpopNonceIsFresh`)
+ * in one round trip to the shared state; a replayed proof is refused as such before its nonce.
+ */
+async function proofIsFreshWithNonce(deps: GuardDeps, proof: VerifiedDpopProof, required: boolean): Promise<string | undefined> {
+  const now = deps.ctx.now();
+  const key = proof.nonce === undefined ? undefined : nonceKey(proof.nonce);
+  if (key === undefined) {
+    await checkDpopReplay(deps.state, now, proof, deps.settings.dpopMaxAgeSec);
+    return dpopNonceIsFresh(deps, proof, required);
+  }
+  const { first, taken } = await deps.state.firstUseAndTake(dpopProofUse(proof, deps.settings.dpopMaxAgeSec), key, now);
+  if (!first) throw dpopProofReplayed();
+  if (taken) return proof.nonce;
+  throw await nonceChallenge(deps, proof);
+}
+
+/** 400 `use_dpop_nonce` with a new nonce in `DPoP-Nonce`. */
+async function nonceChallenge(deps: GuardDeps, proof: VerifiedDpopProof): Promise<Error> {
   const fresh = await issueNonce(deps.state, deps.ctx.now(), deps.settings.nonceTtlSec);
-  throw new UseDpopNonce(proof.nonce === undefined ? 'the DPoP proof must carry a nonce from the nonce endpoint' : 'the DPoP proof nonce is unknown, used or expired', {
+  return new UseDpopNonce(proof.nonce === undefined ? 'the DPoP proof must carry a nonce from the nonce endpoint' : 'the DPoP proof nonce is unknown, used or expired', {
     headers: { 'DPoP-Nonce': fresh.nonce },
   });
 }

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { stateKey, type SharedState } from './shared-state';
+import { stateKey, type SharedState, type StateKey } from './shared-state';
 
 export interface IssuedNonce {
   nonce: string;
@@ -18,8 +18,13 @@ export async function issueNonce(state: SharedState, now: Date, ttlSec: number):
   return { nonce, expiresIn: ttlSec };
 }
 
+/** The state key of a nonce a client sent; undefined for one that cannot be ours (wrong shape). */
+export function nonceKey(nonce: string): StateKey | undefined {
+  return /^[A-Za-z0-9_-]{1,64}$/.test(nonce) ? stateKey('nonce', nonce) : undefined;
+}
+
 /** Atomically removes the nonce; true when it existed and had not expired (single use). */
 export async function consumeNonce(state: SharedState, nonce: string, now: Date): Promise<boolean> {
-  if (!/^[A-Za-z0-9_-]{1,64}$/.test(nonce)) return false;
-  return state.take(stateKey('nonce', nonce), now);
+  const key = nonceKey(nonce);
+  return key !== undefined && state.take(key, now);
 }

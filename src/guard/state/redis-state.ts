@@ -14,6 +14,7 @@ export class RedisState implements SharedState {
     // sends EVALSHA and falls back to EVAL when Redis lost its script cache (a restart).
     if (!(FIRST_USES_AND_COUNT in redis)) redis.defineCommand(FIRST_USES_AND_COUNT, { lua: FIRST_USES_AND_COUNT_LUA });
     if (!(COUNT in redis)) redis.defineCommand(COUNT, { numberOfKeys: 1, lua: COUNT_LUA });
+    if (!(FIRST_USE_AND_TAKE in redis)) redis.defineCommand(FIRST_USE_AND_TAKE, { numberOfKeys: 2, lua: FIRST_USE_AND_TAKE_LUA });
   }
 
   async put(key: StateKey, expiresAt: Date): Promise<void> {
@@ -44,6 +45,12 @@ export class RedisState implements SharedState {
     return { count: Number(reply[0]), first: uses.map((_, i) => reply[i + 1] === 1) };
   }
 
+  async firstUseAndTake(use: SingleUse, value: StateKey, now: Date): Promise<{ first: boolean; taken: boolean }> {
+    const script = (this.redis as unknown as Record<string, FirstUseAndTake>)[FIRST_USE_AND_TAKE];
+    const [first, stored] = await this.run(() => script.call(this.redis, seenKey(use.key), nonceKey(value), String(wallExpiry(use.expiresAt))));
+    return { first: first === 1, taken: stored !== '' && Number(stored) > now.getTime() };
+  }
+
   private async run<T>(command: () => Promise<T>): Promise<T> {
     try {
       return await command();
@@ -60,6 +67,16 @@ const COUNT_LUA = `
 local n = redis.call('INCR', KEYS[1])
 redis.call('PEXPIREAT', KEYS[1], ARGV[1])
 return n`;
+
+/** KEYS: the single-use key, the value to take; ARGV[1]: the single use's expiry (Unix ms). Returns {1 or 0 (first use), the value taken or ''}. */
+const FIRST_USE_AND_TAKE = 'terminusFirstUseAndTake';
+type FirstUseAndTake = (useKey: string, valueKey: string, expiry: string) => Promise<[number, string]>;
+const FIRST_USE_AND_TAKE_LUA = `
+local first = 0
+if redis.call('SET', KEYS[1], '1', 'PXAT', ARGV[1], 'NX') then first = 1 end
+local stored = redis.call('GETDEL', KEYS[2])
+if not stored then stored = '' end
+return {first, stored}`;
 
 const FIRST_USES_AND_COUNT = 'terminusFirstUsesAndCount';
 type FirstUsesAndCount = (numberOfKeys: number, ...keysThenArgs: string[]) => Promise<number[]>;

@@ -51,6 +51,11 @@ export interface SharedState {
    * the token endpoint, on every request): `first[i]` answers `uses[i]`.
    */
   firstUsesAndCount(uses: readonly SingleUse[], now: Date, bucket: string, window: Window): Promise<{ first: boolean[]; count: number }>;
+  /**
+   * `firstUse` of `use` and `take` of `value` in one round trip (a DPoP proof's jti and its server
+   * nonce, on every request that starts a session): `use` is recorded whatever `value` holds.
+   */
+  firstUseAndTake(use: SingleUse, value: StateKey, now: Date): Promise<{ first: boolean; taken: boolean }>;
 }
 
 /** Thrown by the Redis adapter when Redis does not answer: the guard answers 503, not 500. */

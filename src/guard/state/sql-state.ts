@@ -26,6 +26,22 @@ export class SqlState implements SharedState {
     return row !== undefined && new Date(row.expires_at).getTime() > now.getTime();
   }
 
+  async firstUseAndTake(use: SingleUse, value: StateKey, now: Date): Promise<{ first: boolean; taken: boolean }> {
+    const r = await this.db.query<{ first: number; expires_at: Date | string | null }>(
+      `WITH seen AS (
+         INSERT INTO guard_seen (namespace, key, expires_at) VALUES ($1, $2, $3)
+         ON CONFLICT (namespace, key) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE guard_seen.expires_at <= $4
+         RETURNING 1),
+       taken AS (DELETE FROM guard_nonce WHERE nonce = $5 RETURNING expires_at)
+       SELECT (SELECT count(*) FROM seen)::int AS first, (SELECT expires_at FROM taken) AS expires_at`,
+      [use.key.namespace, use.key.hash, use.expiresAt, now, value.hash],
+      { prepare: true },
+    );
+    await this.purge(now);
+    const row = r.rows[0];
+    return { first: row?.first === 1, taken: row?.expires_at != null && new Date(row.expires_at).getTime() > now.getTime() };
+  }
+
   async firstUse(key: StateKey, expiresAt: Date, now: Date): Promise<boolean> {
     const r = await this.db.query(
       `INSERT INTO guard_seen (namespace, key, expires_at) VALUES ($1, $2, $3)
