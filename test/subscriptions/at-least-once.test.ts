@@ -6,12 +6,7 @@ import { fanOut } from '../../src/subscriptions/fan-out';
 import { DEFAULT_LEASE_MS } from '../../src/subscriptions/deliver';
 import { asFhir, owner } from '../booking/builders';
 import { createTestContext } from '../helpers/context';
-import { activeSubscription, book, FAST, freshPatient, notificationEvents, Receiver, statusOf, subscription, subscriptionFixture, type SubscriptionFixture } from './helpers';
-
-const confirm = {
-  resourceType: 'Parameters',
-  parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Appointment.status' }, { name: 'value', valueCode: 'booked' }] }],
-};
+import { activeSubscription, book, CONFIRM, FAST, freshPatient, notificationEvents, Receiver, statusOf, subscription, subscriptionFixture, type SubscriptionFixture } from './helpers';
 
 /**
  * A process that committed an appointment change and died before delivering it: two contexts on
@@ -40,7 +35,7 @@ describe('at-least-once delivery across a restart (ISiK point 4)', () => {
     // The first process stops delivering (it is about to die) and commits the change.
     await first.terminus.subscriptions.stop();
     const booked = await book(first, 'manual-schedule', pat);
-    expect((await asFhir(first, { method: 'PATCH', path: ['Appointment', booked.body.id], body: confirm }, owner())).status).toBe(200);
+    expect((await asFhir(first, { method: 'PATCH', path: ['Appointment', booked.body.id], body: CONFIRM }, owner())).status).toBe(200);
     if (numbered) expect([...(await fanOut(first.ctx))]).toContain(sub.id);
     expect(receiver.ofType('event-notification', path)).toHaveLength(0);
 
@@ -72,7 +67,7 @@ describe('at-least-once delivery across a restart (ISiK point 4)', () => {
         const res = await request(app)
           .patch(`/fhir/Appointment/${booked.body.id}`)
           .set('Content-Type', 'application/fhir+json')
-          .send(JSON.stringify(confirm));
+          .send(JSON.stringify(CONFIRM));
         expect(res.status).toBe(200);
       }
       const got = await receiver.waitFor('event-notification', 5, '/replicas');
@@ -133,7 +128,7 @@ onPostgres('at-least-once delivery when the delivering process is killed (ISiK p
     const sub = await activeSubscription(f, subscription(receiver.url(path), { filter: `Appointment?patient=${pat}` }));
     await f.terminus.subscriptions.stop();
     const booked = await book(f, 'manual-schedule', pat);
-    expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: confirm }, owner())).status).toBe(200);
+    expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: CONFIRM }, owner())).status).toBe(200);
     const { rows } = await f.ctx.db.query<{ schema: string }>('SELECT current_schema() AS schema');
     return { sub, booked, schema: rows[0].schema };
   }

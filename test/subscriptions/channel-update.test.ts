@@ -1,15 +1,10 @@
 import request from 'supertest';
 import type { Subscription } from '@medplum/fhirtypes';
 import { asFhir, FHIR_JSON, owner } from '../booking/builders';
-import { book, freshPatient, notificationEvents, Receiver, statusOf, subscription, subscriptionFixture, subscriptionStatusAfter, type SubscriptionFixture } from './helpers';
+import { book, CONFIRM, freshPatient, notificationEvents, Receiver, statusOf, subscription, subscriptionFixture, subscriptionStatusAfter, type SubscriptionFixture } from './helpers';
 
 const BASE = 'http://localhost:8080/fhir';
 const PAYLOAD_CONTENT = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/backport-payload-content';
-const confirm = {
-  resourceType: 'Parameters',
-  parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Appointment.status' }, { name: 'value', valueCode: 'booked' }] }],
-};
-
 describe('updating the channel of a Subscription (backport "channels")', () => {
   let f: SubscriptionFixture;
   let receiver: Receiver;
@@ -40,7 +35,7 @@ describe('updating the channel of a Subscription (backport "channels")', () => {
     // The receiver rotates its credentials; the event committed now is refused and retried.
     receiver.answer = (got) => (got.path !== path || got.headers.authorization === newToken ? 200 : 401);
     const booked = await book(f, 'manual-schedule', pat);
-    expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: confirm }, owner())).status).toBe(200);
+    expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: CONFIRM }, owner())).status).toBe(200);
     const [refused] = await receiver.waitFor('event-notification', 1, path);
     expect(refused.headers.authorization).toBe(oldToken);
     const retrying = await request(f.app).get(`/fhir/Subscription/${active.id}`);
@@ -64,7 +59,7 @@ describe('updating the channel of a Subscription (backport "channels")', () => {
     const errored = await subscriptionStatusAfter(f, created.body.id, 'error');
     expect(errored.status).toBe('error');
     const booked = await book(f, 'manual-schedule', pat);
-    expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: confirm }, owner())).status).toBe(200);
+    expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: CONFIRM }, owner())).status).toBe(200);
     await f.dispatcher.tick();
     receiver.answer = undefined;
     const on = await update({ ...errored, status: 'requested' });

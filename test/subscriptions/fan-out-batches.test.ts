@@ -1,13 +1,8 @@
 import { asFhir, owner } from '../booking/builders';
 import { statementRecorder } from '../helpers/statements';
-import { activeSubscription, book, freshPatient, notificationEvents, Receiver, statusOf, subscription, subscriptionFixture, type SubscriptionFixture } from './helpers';
+import { activeSubscription, book, CONFIRM, freshPatient, notificationEvents, Receiver, statusOf, subscription, subscriptionFixture, type SubscriptionFixture } from './helpers';
 
 const SUBSCRIBERS = 40;
-
-const confirm = {
-  resourceType: 'Parameters',
-  parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Appointment.status' }, { name: 'value', valueCode: 'booked' }] }],
-};
 
 /**
  * One event to many subscribers (issue 15: the 1,000-subscriber fan-out): every subscriber gets
@@ -37,7 +32,7 @@ describe('fan-out of one event to many subscriptions', () => {
     try {
       const booked = await book(f, 'manual-schedule', pat);
       expect(booked.status).toBe(202);
-      expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: confirm }, owner())).status).toBe(200);
+      expect((await asFhir(f, { method: 'PATCH', path: ['Appointment', booked.body.id], body: CONFIRM }, owner())).status).toBe(200);
       for (const p of paths) await receiver.waitFor('event-notification', 1, p, 60_000);
       await f.dispatcher.tick();
     } finally {

@@ -139,6 +139,12 @@ export function subscription(endpoint: string, opts: { topic?: string; filter?: 
   return sub as unknown as Subscription;
 }
 
+/** FHIRPath Patch confirming a pending appointment (status booked): the event the topics report. */
+export const CONFIRM = {
+  resourceType: 'Parameters',
+  parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Appointment.status' }, { name: 'value', valueCode: 'booked' }] }],
+};
+
 /** Settings that make retries and polls fast enough for tests. */
 export const FAST = { pollMs: 50, backoffMs: 50, maxAttempts: 8, timeoutMs: 1500, maxTimeoutMs: 3000 };
 
