@@ -11,6 +11,7 @@ import { issue, notSupported, OperationOutcomeError, outcome } from '../shared/o
 import type { FhirEnv, FhirRequest, RequestIdentity } from './request';
 import { fhirOperations, fhirRequestJob, FHIR_REQUEST_JOB } from './operations';
 import { fhirBaseUrl } from '../config';
+import { encodedOnce } from './shared-answers';
 
 
 /**
@@ -97,14 +98,24 @@ function send(res: Response, status: number, body?: Resource): void {
     res.end();
     return;
   }
-  if (res.locals.fhirFormat === 'xml') {
-    res.setHeader('Content-Type', FHIR_XML);
+  const xml = res.locals.fhirFormat === 'xml';
+  const pretty = !xml && res.locals.pretty === true;
+  const { bytes, etag } = encodedOnce(body, xml ? 'xml' : pretty ? 'json-pretty' : 'json', () => {
     // A Buffer keeps our Content-Type as written (res.send lower-cases the charset of strings).
-    res.send(Buffer.from(toXml(body), 'utf8'));
-  } else {
-    res.setHeader('Content-Type', FHIR_JSON);
-    res.send(Buffer.from(res.locals.pretty ? JSON.stringify(body, null, 2) : JSON.stringify(body), 'utf8'));
-  }
+    const text = xml ? toXml(body) : pretty ? JSON.stringify(body, null, 2) : JSON.stringify(body);
+    const buffer = Buffer.from(text, 'utf8');
+    return { bytes: buffer, etag: entityTag(res, buffer) };
+  });
+  res.setHeader('Content-Type', xml ? FHIR_XML : FHIR_JSON);
+  // The tag Express would compute for these bytes (it leaves a tag already set alone): computed once for a shared answer.
+  if (etag !== undefined && !res.getHeader('ETag')) res.setHeader('ETag', etag);
+  res.send(bytes);
+}
+
+/** The application's entity tag for a response body (Express `etag` setting); none when switched off. */
+function entityTag(res: Response, body: Buffer): string | undefined {
+  const tagOf = res.app.get('etag fn') as ((body: Buffer, encoding?: string) => string) | undefined;
+  return tagOf?.(body);
 }
 
 

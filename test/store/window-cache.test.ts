@@ -60,6 +60,38 @@ test('the window is answered from the cache once read', async () => {
   expect(await freeIds()).toEqual(['w1', 'w2', 'w3']);
 });
 
+test('a cached window is answered with the same bytes and entity tag per request shape; each shape keeps its own links, format and warnings', async () => {
+  const first = await request(a.app).get(WINDOW);
+  const again = await request(a.app).get(WINDOW);
+  expect(again.text).toBe(first.text);
+  expect(again.headers.etag).toBe(first.headers.etag);
+  expect((await request(a.app).get(WINDOW).set('if-none-match', first.headers.etag as string)).status).toBe(304);
+  // Another shape of the same window (the cache shares the result): its own self link, its own bytes.
+  const reordered = `/fhir/Slot?status=free&schedule=Schedule/Cal-W&start=ge${DAY}&start=le${DAY}&_count=50`;
+  for (let i = 0; i < 2; i++) {
+    const res = await request(a.app).get(reordered);
+    expect((res.body as Bundle).link![0].url).toContain('?status=free&schedule=');
+    expect((res.body as Bundle).entry!.map((e) => e.resource!.id)).toEqual((first.body as Bundle).entry!.map((e) => e.resource!.id));
+  }
+  const pretty = await request(a.app).get(`${WINDOW}&_pretty=true`);
+  expect(pretty.text).toContain('\n  "resourceType": "Bundle"');
+  const xml = await request(a.app).get(WINDOW).set('accept', 'application/fhir+xml');
+  expect(xml.headers['content-type']).toContain('application/fhir+xml');
+  expect(xml.text).toContain('<Bundle xmlns="http://hl7.org/fhir">');
+  expect((await request(a.app).get(WINDOW)).text).toBe(first.text); // the other shapes did not change this one
+  const warned = await request(a.app).get(`${WINDOW}&unknown-param=1`);
+  const outcomes = (warned.body as Bundle).entry!.filter((e) => e.search?.mode === 'outcome');
+  expect(outcomes).toHaveLength(1);
+  const strict = await request(a.app).get(`${WINDOW}&unknown-param=1`).set('prefer', 'handling=strict');
+  expect(strict.status).toBe(400);
+  // A write in the window: a new answer with a new tag.
+  const created = await json(a.app, 'post', '/fhir/Slot', { ...slot('y', 13), id: undefined });
+  const after = await request(a.app).get(WINDOW);
+  expect(after.headers.etag).not.toBe(first.headers.etag);
+  expect((after.body as Bundle).entry!.map((e) => e.resource!.id)).toContain(created.body.id);
+  expect((await request(a.app).delete(`/fhir/Slot/${created.body.id}`)).status).toBe(200);
+});
+
 test('REST create, update and delete of a Slot, on either application, change both answers', async () => {
   await freeIds();
   const created = await json(b.app, 'post', '/fhir/Slot', { ...slot('x', 12), id: undefined });
