@@ -32,8 +32,18 @@ export const STORE_QUERY_TIMEOUT_MS = 3000;
 export const STORE_STATEMENT_TIMEOUT_MS = 2800;
 
 /** Prepared-statement name of a query text. */
+/** Names of the prepared statement texts seen (a few hundred shapes; bounded all the same). */
+const statementNames = new Map<string, string>();
+const STATEMENT_NAMES_KEPT = 2_000;
+
 function statementName(sql: string): string {
-  return `t_${crypto.createHash('sha1').update(sql).digest('hex').slice(0, 24)}`;
+  let name = statementNames.get(sql);
+  if (name === undefined) {
+    name = `t_${crypto.createHash('sha1').update(sql).digest('hex').slice(0, 24)}`;
+    if (statementNames.size >= STATEMENT_NAMES_KEPT) statementNames.clear();
+    statementNames.set(sql, name);
+  }
+  return name;
 }
 
 export interface QueryResult<T> {
