@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Appointment } from '@medplum/fhirtypes';
 import { Pool } from 'pg';
-import { createDevPki, writeDevPki } from '../src/guard/pki/dev-pki';
+import { createDevPki, issueCard, writeDevPki, type CardCa } from '../src/guard/pki/dev-pki';
 import { GuardClient, SoftwareCard, fetchTransport } from '../src/client';
 import { loadAverage } from './lib/cpu';
 import { startServerProcess } from './lib/server';
@@ -35,7 +35,7 @@ export async function benchStart(): Promise<string> {
         if (env.DATABASE_URL) await freshDatabase();
         const server = await startServerProcess({ ...env, DEMO_DATA: 'true', CARD_TRUST_ANCHORS: path.join(pkiDir, 'card-ca.pem'), RATE_LIMIT_PER_IP: '100000', RATE_LIMIT_PER_CLIENT: '100000' });
         try {
-          for (const [kind, run] of await requestKinds(server.url, pki.cards[0])) {
+          for (const [kind, run] of await requestKinds(server.url, pki.ca, issueCard(pki.ca, { telematikId: `1-BENCH-START-FIRST-${n}` }))) {
             const first = await run(0);
             const warm: number[] = [];
             for (let i = 1; i <= WARM; i++) warm.push(await run(i));
@@ -68,14 +68,14 @@ export async function benchStart(): Promise<string> {
     '|---|---|---|---|---|',
     ...rows,
     '',
-    'Aim (issue 15): the first request under 50 ms over a warm one. Start-up loads the validation profiles and the search-parameter registry before the server listens, so /readyz means ready.',
+    'Aim (issue 15): the first request under 50 ms over a warm one. Before the server listens, start-up loads the validation profiles and the search-parameter registry, opens every table, loads the signing key and rehearses the checks of a throwaway institution card and the request body readers, so /readyz means ready. The login rows use a card the server has not seen in every run, first and warm alike (the chain and OCSP answer of a known card are remembered).',
   ].join('\n');
 }
 
 type Kind = [string, (i: number) => Promise<number>];
 
 /** The requests a fresh process meets first: a calendar search, a booking, a token exchange, a guarded search. */
-async function requestKinds(url: string, card: { certPem: string; keyPem: string }): Promise<Kind[]> {
+async function requestKinds(url: string, ca: CardCa, card: { certPem: string; keyPem: string }): Promise<Kind[]> {
   const get = async (p: string, headers: Record<string, string> = {}) => {
     const t0 = performance.now();
     const res = await fetch(`${url}${p}`, { headers: { accept: 'application/fhir+json', ...headers } });
@@ -91,12 +91,15 @@ async function requestKinds(url: string, card: { certPem: string; keyPem: string
   const slots: { id: string; start: string; end: string; serviceType?: Appointment['serviceType']; specialty?: Appointment['specialty'] }[] = [];
   return [
     [
-      'registration and token exchange (a new client)',
+      'registration and token exchange (a new client with a card not seen before)',
       async (i) => {
-        // Each run a new client instance: registration, nonce and exchange every time.
+        // Each run a new client of a new institution: registration, nonce and exchange every time,
+        // and a card the server has not seen (a known card's chain and OCSP answer are remembered,
+        // which a first login after start cannot have; comparing with them would count that as cold start).
         const c = i === 0 ? client : new GuardClient({ server: url, transport: fetchTransport(), retries: 2 });
+        const fresh = i === 0 ? card : issueCard(ca, { telematikId: `1-BENCH-START-${i}-${process.hrtime.bigint()}` });
         const t0 = performance.now();
-        await c.login(new SoftwareCard(card.certPem, card.keyPem));
+        await c.login(new SoftwareCard(fresh.certPem, fresh.keyPem));
         loggedIn = true;
         return performance.now() - t0;
       },

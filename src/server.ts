@@ -5,7 +5,7 @@ import { composeTerminus, type Terminus } from './app';
 import { ConfigError, fhirBaseUrl, type Config } from './config';
 import type { AppContext } from './context';
 import { createLogger, type Logger } from './logger';
-import { DataDirInUse, demoResources, migrate, openDb, preloadSearchParameters, Repository, type Db } from './store';
+import { DataDirInUse, demoResources, migrate, openDb, openTables, preloadSearchParameters, Repository, type Db } from './store';
 import { issue, outcome } from './shared/outcomes';
 import { API_VERSION } from './guard';
 import { preloadValidation } from './model';
@@ -143,6 +143,7 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
     preloadValidation();
     preloadSearchParameters();
     if (config.demoData) await loadDemoData(context);
+    await openTables(context.db);
     terminus = composeTerminus(context);
     await terminus.warmUp();
     server = http.createServer(terminus.app);

@@ -13,7 +13,7 @@ import { ERROR_REGISTRY, InvalidRequest, RateLimitExceeded } from './errors';
 import { clientIp, guardErrorHandler, handleAsync, sendCachedJson, sendGuardError } from './http/respond';
 import { SigningKeys } from './keys/signing-keys';
 import { loadCardTrustAnchors } from './pki/card-trust';
-import { validatePath } from './pki/path-validation';
+import { warmUpGuard } from './warm-up';
 import { loadEkTrustAnchors } from './pki/ek-trust';
 import { OcspChecker } from './pki/ocsp';
 import { createPolicyEngine, loadPolicyData, type PolicyEngine } from './policy';
@@ -186,10 +186,6 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
  * card trust anchor against itself; parsing and compiling pkijs and asn1js is most of a first card
  * chain's cost). A failure here is left to the request that meets it.
  */
-export async function warmUpGuard(deps: GuardDeps): Promise<void> {
-  await deps.keys.signingKey().catch((err: unknown) => deps.ctx.logger.warn({ err }, 'guard warm-up: signing key not loaded'));
-  for (const anchor of deps.anchors()) await validatePath(anchor.raw, [], [anchor.raw], deps.ctx.now()).catch(() => undefined);
-}
 
 /** Builds the AS's dependencies once per app. */
 export function composeGuard(ctx: AppContext, options: GuardOptions = {}): GuardDeps {

@@ -34,3 +34,13 @@ export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<string[]> {
     return applied;
   });
 }
+
+/**
+ * Opens every table of the schema once, with its indexes (catalog entries, relation files), so
+ * that the first request touching a table after start does not (issue 15: cold start). Reads
+ * nothing: the planner opens what a `LIMIT 0` scan would read.
+ */
+export async function openTables(db: Db): Promise<void> {
+  const { rows } = await db.query<{ name: string }>(`SELECT quote_ident(tablename) AS name FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename`);
+  for (const { name } of rows) await db.query(`SELECT * FROM ${name} LIMIT 0`);
+}
