@@ -337,8 +337,16 @@ class PgliteDb implements Db {
     private readonly unlock: () => void = () => undefined,
   ) {}
 
+  /**
+   * Each unit starts in a turn of its own (`setImmediate`): the event loop reads sockets between
+   * two units, so requests that arrive while others queue join the queue in the order they came.
+   * Chained on the promises alone, a busy queue ran unit after unit without returning to the
+   * loop, and a client connecting meanwhile waited for the queue to run dry (issue 15: the first
+   * booking of new connections took seconds).
+   */
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.tail.then(fn, fn);
+    const start = () => new Promise<void>((resolve) => setImmediate(resolve)).then(fn);
+    const run = this.tail.then(start, start);
     this.tail = run.catch(() => undefined);
     return run;
   }
