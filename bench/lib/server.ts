@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 
 const ROOT = path.join(__dirname, '..', '..');
@@ -16,7 +17,7 @@ export interface ServerProcess {
 }
 
 export async function startServerProcess(env: Record<string, string>, root = ROOT): Promise<ServerProcess> {
-  const port = String(20000 + Math.floor(Math.random() * 20000));
+  const port = String(await freePort());
   // BENCH_SERVER_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): flags for the server processes only.
   const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const child: ChildProcess = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(root, 'src', 'main.ts'), 'serve'], {
@@ -62,7 +63,7 @@ export async function startFloorServer(spec: unknown, env: Record<string, string
   const os = await import('node:os');
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-floor-')), 'spec.json');
   fs.writeFileSync(file, JSON.stringify(spec));
-  const port = String(20000 + Math.floor(Math.random() * 20000));
+  const port = String(await freePort());
   const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'floor-server.ts')], {
     cwd: ROOT,
     env: { ...process.env, ...env, FLOOR_SPEC: file, PORT: port },
@@ -84,4 +85,16 @@ export async function startFloorServer(spec: unknown, env: Record<string, string
         child.kill('SIGTERM');
       }),
   };
+}
+
+/** A port nobody listens on now, chosen by the OS (a random pick once met a busy one). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
 }
