@@ -88,7 +88,7 @@ export async function startFloorServer(spec: unknown, env: Record<string, string
 }
 
 /** A port nobody listens on now, chosen by the OS (a random pick once met a busy one). */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = net.createServer();
     probe.once('error', reject);
