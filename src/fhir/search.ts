@@ -33,7 +33,7 @@ export async function searchType(type: string, req: FhirRequest, env: FhirEnv): 
   const { request, warnings } = parseFhirSearch(type, req, env.ctx.now());
   const result = await env.repo.search(request, scopeOf(req.identity));
   // A result the window cache shares: the Bundle is the same for every request of this shape.
-  return builtOnce(result, answerShape(type, req, env, result.included.length > 0), () => searchsetBundle(type, req, env, request, warnings, result));
+  return builtOnce(result, () => answerShape(type, req, env, result.included.length > 0), () => searchsetBundle(type, req, env, request, warnings, result));
 }
 
 /** Everything of a request the searchset Bundle is built from, besides the result. */

@@ -12,11 +12,13 @@ const SHAPES_PER_RESULT = 4;
 const built = new WeakMap<object, Map<string, unknown>>();
 
 /**
- * What `build` makes from `shared` for requests of shape `key`, made once while `shared` lives
- * when `shared` is frozen (nobody can change what it was built from), else made every time.
+ * What `build` makes from `shared` for requests of shape `key` (asked only then), made once while
+ * `shared` lives when `shared` is frozen (nobody can change what it was built from), else made
+ * every time.
  */
-export function builtOnce<T extends object>(shared: object, key: string, build: () => T): T {
+export function builtOnce<T extends object>(shared: object, shape: string | (() => string), build: () => T): T {
   if (!Object.isFrozen(shared)) return build();
+  const key = typeof shape === 'string' ? shape : shape();
   let shapes = built.get(shared);
   if (!shapes) built.set(shared, (shapes = new Map()));
   const known = shapes.get(key) as T | undefined;
