@@ -332,22 +332,28 @@ class PgliteDb implements Db {
   readonly inTransaction = false;
   readonly processMemory = new Map<string, unknown>();
   private tail: Promise<unknown> = Promise.resolve();
+  /** Units queued or running. */
+  private queued = 0;
   constructor(
     private readonly pg: PGliteInstance,
     private readonly unlock: () => void = () => undefined,
   ) {}
 
   /**
-   * Each unit starts in a turn of its own (`setImmediate`): the event loop reads sockets between
-   * two units, so requests that arrive while others queue join the queue in the order they came.
+   * A unit queued behind others starts in a turn of its own (`setImmediate`): the event loop
+   * reads sockets between two units, so requests that arrive while others queue join the queue in the order they came.
    * Chained on the promises alone, a busy queue ran unit after unit without returning to the
    * loop, and a client connecting meanwhile waited for the queue to run dry (issue 15: the first
    * booking of new connections took seconds).
    */
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const start = () => new Promise<void>((resolve) => setImmediate(resolve)).then(fn);
+    // Alone in the queue: no one to be fair to, no turn to wait for.
+    const start = this.queued++ === 0 ? fn : () => new Promise<void>((resolve) => setImmediate(resolve)).then(fn);
     const run = this.tail.then(start, start);
-    this.tail = run.catch(() => undefined);
+    const done = () => {
+      this.queued--;
+    };
+    this.tail = run.then(done, done);
     return run;
   }
 
