@@ -180,13 +180,6 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   return router;
 }
 
-/**
- * What the first token request of a process would otherwise do on its own time (issue 15, cold
- * start): load or create the token signing key, and run the path-validation library once (each
- * card trust anchor against itself; parsing and compiling pkijs and asn1js is most of a first card
- * chain's cost). A failure here is left to the request that meets it.
- */
-
 /** Builds the AS's dependencies once per app. */
 export function composeGuard(ctx: AppContext, options: GuardOptions = {}): GuardDeps {
   const settings = guardSettings(ctx.config, options.settings);

@@ -31,11 +31,11 @@ export const STORE_QUERY_TIMEOUT_MS = 3000;
  */
 export const STORE_STATEMENT_TIMEOUT_MS = 2800;
 
-/** Prepared-statement name of a query text. */
 /** Names of the prepared statement texts seen (a few hundred shapes; bounded all the same). */
 const statementNames = new Map<string, string>();
 const STATEMENT_NAMES_KEPT = 2_000;
 
+/** Prepared-statement name of a query text. */
 function statementName(sql: string): string {
   let name = statementNames.get(sql);
   if (name === undefined) {
@@ -341,10 +341,10 @@ class PgliteDb implements Db {
 
   /**
    * A unit queued behind others starts in a turn of its own (`setImmediate`): the event loop
-   * reads sockets between two units, so requests that arrive while others queue join the queue in the order they came.
-   * Chained on the promises alone, a busy queue ran unit after unit without returning to the
-   * loop, and a client connecting meanwhile waited for the queue to run dry (issue 15: the first
-   * booking of new connections took seconds).
+   * reads sockets between two units, so requests that arrive while others queue join the queue
+   * in the order they came. Chained on the promises alone, a busy queue ran unit after unit
+   * without returning to the loop, and a client connecting meanwhile waited for the queue to run
+   * dry (issue 15: the first booking of new connections took seconds).
    */
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
     // Alone in the queue: no one to be fair to, no turn to wait for.
