@@ -12,6 +12,7 @@ import type { FhirEnv, FhirRequest, RequestIdentity } from './request';
 import { fhirOperations, fhirRequestJob, FHIR_REQUEST_JOB } from './operations';
 import { fhirBaseUrl } from '../config';
 import { encodedOnce } from './shared-answers';
+import { jsonText } from './stored-json';
 
 
 /**
@@ -102,7 +103,7 @@ function send(res: Response, status: number, body?: Resource): void {
   const pretty = !xml && res.locals.pretty === true;
   const { bytes, etag } = encodedOnce(body, xml ? 'xml' : pretty ? 'json-pretty' : 'json', () => {
     // A Buffer keeps our Content-Type as written (res.send lower-cases the charset of strings).
-    const text = xml ? toXml(body) : pretty ? JSON.stringify(body, null, 2) : JSON.stringify(body);
+    const text = xml ? toXml(body) : pretty ? JSON.stringify(body, null, 2) : jsonText(body);
     const buffer = Buffer.from(text, 'utf8');
     return { bytes: buffer, etag: entityTag(res, buffer) };
   });

