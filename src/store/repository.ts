@@ -314,7 +314,12 @@ function generationCte(params: unknown[], removed: string | undefined, added: Co
     ON CONFLICT (resource_type, ref, day) DO UPDATE SET generation = search_generation.generation + 1, owned = search_generation.owned + EXCLUDED.owned)`;
 }
 
-/** The write of one version as one SQL statement: resource row, version row, index rows. */
+/**
+ * The write of one version as one SQL statement: resource row, version row, index rows. A new
+ * version of a stored resource rewrites only the index rows that change (issue 15): rows the new
+ * version no longer has are deleted, rows it adds are inserted, the rest stay (all CTEs see the rows
+ * as they were before the statement). A booked Slot changes its status rows and keeps the others.
+ */
 function writeStatement(
   w: { type: string; id: string; versionId: number; lastUpdated: string; stored: Resource; owner: string | null; exists: boolean },
   rows: IndexRows,
@@ -327,25 +332,52 @@ function writeStatement(
     'ver AS (INSERT INTO resource_version (resource_type, id, version_id, last_updated, deleted, content) VALUES ($1, $2, $3, $4, false, $5))',
   ];
   const windowed = COMPOUND_INDEXES[w.type] !== undefined;
-  if (w.exists) INDEX_TABLES.forEach((t, i) => ctes.push(`del${i} AS (DELETE FROM ${t} WHERE resource_type = $1 AND id = $2${t === 'search_compound' && windowed ? ' RETURNING ref, during' : ''})`));
   // Index rows as arrays (one parameter per column, unnest): the statement's text depends only on
   // the resource type's shape, not on how many rows it has, so PostgreSQL prepares it once per
   // connection and reuses the plan.
-  const insert = (name: string, table: string, columns: [string, string][], values: unknown[][]) => {
+  const index = (name: string, table: string, columns: [string, string][], values: unknown[][], returning = '') => {
     const first = params.length + 1;
     columns.forEach((_, k) => params.push(values.map((row) => row[k])));
     const names = columns.map((_, k) => `c${k}`);
+    const rowsOf = `unnest(${columns.map(([, type], k) => `$${first + k}::${type}[]`).join(', ')}) AS u(${names.join(', ')})`;
+    const insert = `INSERT INTO ${table} (resource_type, id, ${columns.map(([c]) => c).join(', ')}) SELECT $1, $2, ${names.join(', ')} FROM ${rowsOf}`;
+    if (!w.exists) {
+      ctes.push(`ins_${name} AS (${insert}${returning})`);
+      return;
+    }
+    const same = columns.map(([c], k) => `t.${c} IS NOT DISTINCT FROM u.c${k}`).join(' AND ');
     ctes.push(
-      `${name} AS (INSERT INTO ${table} (resource_type, id, ${columns.map(([c]) => c).join(', ')}) SELECT $1, $2, ${names.join(', ')} FROM unnest(${columns.map(([, type], k) => `$${first + k}::${type}[]`).join(', ')}) AS u(${names.join(', ')}))`,
+      `del_${name} AS (DELETE FROM ${table} t WHERE t.resource_type = $1 AND t.id = $2 AND NOT EXISTS (SELECT 1 FROM ${rowsOf} WHERE ${same})${returning})`,
+      `ins_${name} AS (${insert} WHERE NOT EXISTS (SELECT 1 FROM ${table} t WHERE t.resource_type = $1 AND t.id = $2 AND ${same})${returning})`,
     );
   };
-  insert('ins_token', 'search_token', [['param', 'text'], ['system', 'text'], ['code', 'text']], rows.tokens.map((t) => [t.param, t.system, t.code]));
-  insert('ins_reference', 'search_reference', [['param', 'text'], ['target_type', 'text'], ['target_id', 'text'], ['target_url', 'text']], rows.references.map((r) => [r.param, r.targetType, r.targetId, r.targetUrl]));
-  insert('ins_date', 'search_date', [['param', 'text'], ['low', 'timestamptz'], ['high', 'timestamptz']], rows.dates.map((d) => [d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
-  insert('ins_string', 'search_string', [['param', 'text'], ['norm', 'text'], ['exact', 'text']], rows.strings.map((x) => [x.param, x.norm, x.exact]));
-  if (windowed) insert('ins_compound', 'search_compound', [['ref', 'text'], ['code', 'text'], ['during', 'tstzrange']], rows.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range)]));
-  if (windowed) ctes.push(generationCte(params, w.exists ? `del${INDEX_TABLES.indexOf('search_compound')}` : undefined, rows.compounds, w.owner !== null));
+  index('token', 'search_token', [['param', 'text'], ['system', 'text'], ['code', 'text']], rows.tokens.map((t) => [t.param, t.system, t.code]));
+  index('reference', 'search_reference', [['param', 'text'], ['target_type', 'text'], ['target_id', 'text'], ['target_url', 'text']], rows.references.map((r) => [r.param, r.targetType, r.targetId, r.targetUrl]));
+  index('date', 'search_date', [['param', 'text'], ['low', 'timestamptz'], ['high', 'timestamptz']], rows.dates.map((d) => [d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
+  index('string', 'search_string', [['param', 'text'], ['norm', 'text'], ['exact', 'text']], rows.strings.map((x) => [x.param, x.norm, x.exact]));
+  if (windowed) {
+    index('compound', 'search_compound', [['ref', 'text'], ['code', 'text'], ['during', 'tstzrange']], rows.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range)]), w.exists ? ' RETURNING ref, during' : '');
+    if (w.exists) {
+      // Every day the resource was in changes (its content is part of a cached result), rows it keeps too.
+      ctes.push('before_compound AS (SELECT ref, during FROM search_compound WHERE resource_type = $1 AND id = $2)');
+      ctes.push(changedGenerationCte({ before: 'before_compound', removed: 'del_compound', added: 'ins_compound' }, w.owner !== null));
+    } else {
+      ctes.push(generationCte(params, undefined, rows.compounds, w.owner !== null));
+    }
+  }
   return { sql: `WITH ${ctes.join(',\n')} SELECT 1`, params };
+}
+
+/**
+ * The generation CTE of a new version of a stored resource: every (reference, day) of its compound
+ * rows before and after is raised once; its owned count goes down by the rows removed and up by
+ * the rows added (each a CTE returning `ref, during`).
+ */
+function changedGenerationCte(rows: { before: string; removed: string; added: string }, owned: boolean): string {
+  const day = (from: string, n: number) => `SELECT ref, floor(extract(epoch FROM lower(during)) / 86400)::int AS day, ${n} AS n FROM ${from} WHERE isfinite(lower(during))`;
+  return `gen AS (INSERT INTO search_generation (resource_type, ref, day, generation, owned)
+    SELECT $1, g.ref, g.day, 1, ${owned ? 'sum(g.n)' : '0'} FROM (${day(rows.before, 0)} UNION ALL ${day(rows.removed, -1)} UNION ALL ${day(rows.added, 1)}) g GROUP BY g.ref, g.day ORDER BY g.ref, g.day
+    ON CONFLICT (resource_type, ref, day) DO UPDATE SET generation = search_generation.generation + 1, owned = search_generation.owned + EXCLUDED.owned)`;
 }
 
 /** Inclusive tstzrange literal of a date range. */
