@@ -1,0 +1,86 @@
+import type { Resource } from '@medplum/fhirtypes';
+import { compiledFhirPath, evalFhirPathTyped, toTypedValue } from '../../src/shared/medplum';
+import { demoResources } from '../../src/store/demo';
+import { absent, extractIndexRows } from '../../src/store/search/extract';
+import { RESOURCE_TYPES, searchParams } from '../../src/store/search/parameters';
+
+/**
+ * Issue 15: index extraction skips a search parameter whose path the resource's JSON shows empty.
+ * Skipping must never lose a row: wherever `absent` says so, FHIRPath finds nothing.
+ */
+const resources: Resource[] = [
+  ...demoResources(new Date('2026-11-26T08:00:00Z')).filter((r, i, all) => all.findIndex((x) => x.resourceType === r.resourceType) === i || r.resourceType !== 'Slot'),
+  {
+    resourceType: 'Appointment',
+    id: 'a1',
+    meta: { tag: [{ system: 'urn:t', code: 'x' }], security: [{ system: 'urn:s', code: 'R' }] },
+    status: 'booked',
+    _start: { extension: [{ url: 'urn:e', valueString: 'unknown' }] },
+    participant: [{ status: 'accepted' }, { actor: { reference: 'Patient/p1' }, status: 'accepted' }, { actor: { display: 'no reference' }, status: 'needs-action' }],
+    slot: [{ reference: 'Slot/s1' }],
+    reasonCode: [{ text: 'no coding' }],
+    supportingInformation: [{ reference: 'QuestionnaireResponse/q1' }],
+  } as Resource,
+  { resourceType: 'Appointment', id: 'a2', _status: { extension: [{ url: 'urn:e', valueCode: 'x' }] }, participant: [] } as unknown as Resource,
+  {
+    resourceType: 'Patient',
+    id: 'p1',
+    deceasedDateTime: '2020-01-01',
+    name: [{ family: 'Müller', given: ['Anna'] }],
+    telecom: [{ system: 'email', value: 'a@example.org' }],
+    address: [{ city: 'Berlin' }],
+    identifier: [{ system: 'http://fhir.de/sid/gkv/kvid-10', value: 'A123456789' }],
+  },
+  { resourceType: 'Patient', id: 'p2', deceasedBoolean: false, gender: 'female', birthDate: '1970' },
+  { resourceType: 'QuestionnaireResponse', id: 'q1', status: 'completed', subject: { reference: 'Patient/p1' }, item: [{ linkId: '1', answer: [{ valueString: 'x' }] }] },
+  { resourceType: 'Encounter', id: 'e1', status: 'planned', class: { code: 'AMB' }, subject: { reference: 'Patient/p1' }, participant: [{ individual: { reference: 'Practitioner/d1' } }] },
+  { resourceType: 'Slot', id: 's1', schedule: { reference: 'Schedule/x' }, status: 'free', start: '2031-01-01T08:00:00Z', end: '2031-01-01T08:15:00Z', _status: { extension: [{ url: 'urn:e', valueString: 'y' }] } } as Resource,
+];
+
+test('a parameter skipped as absent finds nothing with FHIRPath, for every parameter of every stored type', () => {
+  let skipped = 0;
+  let evaluated = 0;
+  for (const resource of resources) {
+    const root = [toTypedValue(resource)];
+    for (const def of searchParams(resource.resourceType).values()) {
+      const found = evalFhirPathTyped(compiledFhirPath(def.expression), root);
+      if (absent(resource, def.expression)) {
+        skipped++;
+        expect({ param: `${resource.resourceType}.${def.code}`, found }).toEqual({ param: `${resource.resourceType}.${def.code}`, found: [] });
+      } else {
+        evaluated++;
+      }
+    }
+  }
+  // Most parameters name elements a resource does not have: that is what the shortcut saves.
+  expect(skipped).toBeGreaterThan(evaluated);
+  expect(new Set(resources.map((r) => r.resourceType)).size).toBeGreaterThanOrEqual(RESOURCE_TYPES.length - 5);
+});
+
+test('what absent cannot tell is evaluated: choice forms, primitive extensions, members of primitives, other shapes', () => {
+  const appointment = resources.find((r) => r.id === 'a1')!;
+  expect(absent(appointment, 'Appointment.start')).toBe(false); // `_start` carries an extension
+  expect(absent(appointment, 'Appointment.status.extension')).toBe(false);
+  expect(absent(appointment, 'Appointment.participant.period')).toBe(true);
+  expect(absent(appointment, 'Appointment.participant.actor.where(resolve() is Patient)')).toBe(false);
+  expect(absent(resources.find((r) => r.id === 'a2')!, 'Appointment.participant.actor.where(resolve() is Patient)')).toBe(true); // an empty array
+  const patient = resources.find((r) => r.id === 'p1')!;
+  expect(absent(patient, 'Patient.deceased')).toBe(false); // deceasedDateTime
+  expect(absent(patient, 'Patient.gender')).toBe(true);
+  expect(absent(patient, 'Slot.status')).toBe(false); // another type's path
+  expect(absent(patient, 'Patient.name.family | Patient.name.given')).toBe(false);
+  expect(absent(patient, 'Patient.link.other.exists()')).toBe(false);
+});
+
+test('index rows are what FHIRPath gives for each parameter', () => {
+  const rows = extractIndexRows(resources.find((r) => r.id === 'a1')!, 'http://localhost/fhir');
+  expect(rows.tokens.map((t) => `${t.param} ${t.system ?? ''}|${t.code ?? ''}`).sort()).toEqual([
+    '_security urn:s|R',
+    '_tag urn:t|x',
+    'part-status http://hl7.org/fhir/participationstatus|accepted',
+    'part-status http://hl7.org/fhir/participationstatus|needs-action',
+    'status http://hl7.org/fhir/appointmentstatus|booked',
+  ]);
+  expect(rows.references.map((r) => `${r.param} ${r.targetUrl}`).sort()).toEqual(['actor Patient/p1', 'patient Patient/p1', 'slot Slot/s1', 'supporting-info QuestionnaireResponse/q1']);
+  expect(rows.dates).toEqual([]);
+});
