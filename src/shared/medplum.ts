@@ -4,7 +4,7 @@ import './websocket-shim';
 
 export * from '@medplum/core';
 
-import { parseFhirPath, type FhirPathAtom } from '@medplum/core';
+import { getTypedPropertyValueWithPath, parseFhirPath, type FhirPathAtom, type TypedValue, type TypedValueWithPath } from '@medplum/core';
 
 const atoms = new Map<string, FhirPathAtom>();
 
@@ -19,4 +19,40 @@ export function compiledFhirPath(expression: string): FhirPathAtom {
     atoms.set(expression, atom);
   }
   return atom;
+}
+
+/**
+ * True when a FHIR JSON object has no element `name` at all: no `name`, no primitive extension
+ * `_name`, no choice form (`valueQuantity` for `value`). FHIRPath then finds nothing there; medplum
+ * takes about 15 µs to find an element absent, so the hot paths (index extraction, profile
+ * checks of every write) ask this first (issue 15).
+ */
+export function lacksElement(o: Record<string, unknown>, name: string): boolean {
+  if (o[name] !== undefined || `_${name}` in o) return false;
+  for (const key of Object.keys(o)) {
+    const k = key.startsWith('_') ? key.slice(1) : key;
+    if (k.length > name.length && k.startsWith(name) && k[name.length] >= 'A' && k[name.length] <= 'Z') return false;
+  }
+  return true;
+}
+
+/**
+ * FHIRPath's member step `name` (an element name) on `nodes`, as medplum's evaluator makes it
+ * (members of objects only, present values only), without evaluating an expression around it:
+ * a third of the time, and nothing at all for an absent element.
+ */
+export function memberValues(nodes: readonly TypedValue[], name: string): TypedValueWithPath[] {
+  const out: TypedValueWithPath[] = [];
+  for (const node of nodes) {
+    const value = node.value as Record<string, unknown> | undefined;
+    if (!value || typeof value !== 'object') continue;
+    if (!Array.isArray(value) && lacksElement(value, name)) continue;
+    if (value.resourceType === name) {
+      out.push(node as TypedValueWithPath);
+      continue;
+    }
+    const found = getTypedPropertyValueWithPath(node, name);
+    for (const f of Array.isArray(found) ? found : [found]) if (f?.value !== undefined) out.push(f);
+  }
+  return out;
 }

@@ -1,12 +1,13 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { compiledFhirPath, evalFhirPathTyped, toTypedValue } from '../../src/shared/medplum';
+import { compiledFhirPath, evalFhirPathTyped, memberValues, toTypedValue, type TypedValue } from '../../src/shared/medplum';
 import { demoResources } from '../../src/store/demo';
 import { absent, extractIndexRows } from '../../src/store/search/extract';
 import { RESOURCE_TYPES, searchParams } from '../../src/store/search/parameters';
 
 /**
- * Issue 15: index extraction skips a search parameter whose path the resource's JSON shows empty.
- * Skipping must never lose a row: wherever `absent` says so, FHIRPath finds nothing.
+ * Issue 15: index extraction skips a search parameter whose path the resource's JSON shows empty,
+ * and walks plain paths member by member instead of evaluating them. Neither may change a row:
+ * wherever `absent` says so, FHIRPath finds nothing, and a member step finds what FHIRPath finds.
  */
 const resources: Resource[] = [
   ...demoResources(new Date('2026-11-26T08:00:00Z')).filter((r, i, all) => all.findIndex((x) => x.resourceType === r.resourceType) === i || r.resourceType !== 'Slot'),
@@ -83,4 +84,21 @@ test('index rows are what FHIRPath gives for each parameter', () => {
   ]);
   expect(rows.references.map((r) => `${r.param} ${r.targetUrl}`).sort()).toEqual(['actor Patient/p1', 'patient Patient/p1', 'slot Slot/s1', 'supporting-info QuestionnaireResponse/q1']);
   expect(rows.dates).toEqual([]);
+});
+
+test('a member step finds what FHIRPath finds for that name, on every element of every resource', () => {
+  let compared = 0;
+  const walk = (node: TypedValue, depth: number) => {
+    const value = node.value as Record<string, unknown>;
+    if (!value || typeof value !== 'object' || depth > 4) return;
+    const names = new Set([...Object.keys(value).map((k) => k.replace(/^_/, '').replace(/(Boolean|DateTime|String|Quantity|Code)$/, '')), 'id', 'extension', 'value', 'missing']);
+    for (const name of names) {
+      const direct = memberValues([node], name);
+      expect({ at: `${node.type}.${name}`, found: direct }).toEqual({ at: `${node.type}.${name}`, found: evalFhirPathTyped(compiledFhirPath(name), [node]) });
+      compared++;
+      for (const child of direct) walk(child, depth + 1);
+    }
+  };
+  for (const resource of resources) walk(toTypedValue(resource), 0);
+  expect(compared).toBeGreaterThan(300);
 });

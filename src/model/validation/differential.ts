@@ -1,5 +1,5 @@
 import type { ElementDefinition, Resource, StructureDefinition } from '@medplum/fhirtypes';
-import { compiledFhirPath, evalFhirPathTyped, toTypedValue, type TypedValue } from '../../shared/medplum';
+import { compiledFhirPath, evalFhirPathTyped, memberValues, toTypedValue, type TypedValue } from '../../shared/medplum';
 import { ruleViolation, type Finding } from './finding';
 import { checkRequiredBinding } from './required-binding';
 
@@ -44,7 +44,7 @@ function nodesAt(root: Node, steps: string[]): Node[] {
 
 function children(node: Node, step: string): Node[] {
   // `value[x]` in an ElementDefinition path is `value` in FHIRPath.
-  return evalFhirPathTyped(parsed(step.replace('[x]', '')), [node]) as Node[];
+  return memberValues([node], step.replace('[x]', ''));
 }
 
 // Every write is validated: each expression of the (static) profiles is parsed once.

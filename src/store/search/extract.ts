@@ -1,5 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { compiledFhirPath, evalFhirPathTyped, toTypedValue, type TypedValue } from '../../shared/medplum';
+import { compiledFhirPath, evalFhirPathTyped, lacksElement, memberValues, toTypedValue, type TypedValue } from '../../shared/medplum';
 import { parseReference } from '../../shared/references';
 import { parseDateRange, periodRange, type DateRange } from './dates';
 import { COMPOUND_INDEXES, searchParams, type SearchParamDef } from './parameters';
@@ -49,7 +49,7 @@ export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRow
     if (absent(resource, def.expression)) continue;
     let values: TypedValue[];
     try {
-      values = evalFhirPathTyped(compiledFhirPath(def.expression), root);
+      values = valuesOf(resource, root, def.expression);
     } catch {
       continue;
     }
@@ -98,26 +98,34 @@ export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRow
  * its end (`Appointment.meta.security`, `Appointment.participant.actor.where(resolve() is Patient)`):
  * the resource type and the member names; anything else (unions, functions mid-path) is null.
  */
-const PLAIN_PATH = /^([A-Z][A-Za-z]*)((?:\.[a-z][A-Za-z0-9]*)+)(?:\.(?:where|ofType)\([^()|]*(?:\(\))?[^()|]*\))?$/;
-const plainPaths = new Map<string, { type: string; members: string[] } | null>();
+const PLAIN_PATH = /^([A-Z][A-Za-z]*)((?:\.[a-z][A-Za-z0-9]*)+)(\.(?:where|ofType)\([^()|]*(?:\(\))?[^()|]*\))?$/;
+const plainPaths = new Map<string, { type: string; members: string[]; filtered: boolean } | null>();
 
-function plainPath(expression: string): { type: string; members: string[] } | null {
+function plainPath(expression: string): { type: string; members: string[]; filtered: boolean } | null {
   let path = plainPaths.get(expression);
   if (path === undefined) {
     const m = PLAIN_PATH.exec(expression);
-    path = m ? { type: m[1], members: m[2].slice(1).split('.') } : null;
+    path = m ? { type: m[1], members: m[2].slice(1).split('.'), filtered: m[3] !== undefined } : null;
     plainPaths.set(expression, path);
   }
   return path;
 }
 
+/** What the expression finds: member by member for a plain path without filter, else by FHIRPath. */
+function valuesOf(resource: Resource, root: TypedValue[], expression: string): TypedValue[] {
+  const path = plainPath(expression);
+  if (!path || path.filtered || path.type !== resource.resourceType) return evalFhirPathTyped(compiledFhirPath(expression), root);
+  let nodes = root;
+  for (const member of path.members) nodes = memberValues(nodes, member);
+  return nodes;
+}
+
 /**
  * True when the resource's JSON shows that a plain path expression finds nothing: at some step no
  * node has the member, nor a choice form of it (`value` as `valueQuantity`) or a primitive's
- * extension (`_status`). FHIRPath then gives the empty collection, and a filter of it too; medplum
- * takes about 15 µs to find an element absent, most of a write's index extraction (issue 15),
- * while most search parameters of a resource name elements it does not have. Anything this
- * cannot tell is evaluated.
+ * extension (`_status`). FHIRPath then gives the empty collection, and a filter of it too; most
+ * search parameters of a resource name elements it does not have, and finding them absent was
+ * most of a write's index extraction (issue 15). Anything this cannot tell is evaluated.
  */
 export function absent(resource: Resource, expression: string): boolean {
   const path = plainPath(expression);
@@ -128,26 +136,14 @@ export function absent(resource: Resource, expression: string): boolean {
     for (const node of nodes) {
       if (node === null || typeof node !== 'object') return false; // a primitive's members: its extension (`_x`)
       const o = node as Record<string, unknown>;
+      if (lacksElement(o, member)) continue;
       const v = o[member];
-      if (v === undefined) {
-        if (`_${member}` in o || hasChoiceForm(o, member)) return false;
-      } else if (Array.isArray(v)) {
-        next.push(...v);
-      } else {
-        next.push(v);
-      }
+      if (v === undefined) return false; // only its extension (`_x`) or a choice form
+      if (Array.isArray(v)) next.push(...v);
+      else next.push(v);
     }
     if (next.length === 0) return true;
     nodes = next;
-  }
-  return false;
-}
-
-/** `member[x]` present as `member` + a type name (`valueQuantity`, `_valueString`). */
-function hasChoiceForm(o: Record<string, unknown>, member: string): boolean {
-  for (const key of Object.keys(o)) {
-    const k = key.startsWith('_') ? key.slice(1) : key;
-    if (k.length > member.length && k.startsWith(member) && k[member.length] >= 'A' && k[member.length] <= 'Z') return true;
   }
   return false;
 }
