@@ -15,6 +15,10 @@ export interface Config {
   /** Externally visible origin without trailing slash; issued URLs, htu and aud derive from it. */
   publicUrl: string;
   databaseUrl?: string;
+  /** PostgreSQL connections per process (DB_POOL_SIZE, default 20). */
+  dbPoolSize: number;
+  /** Seconds an idle PostgreSQL connection stays open (DB_IDLE_TIMEOUT_SECONDS, default 300; 0: until the process ends). */
+  dbIdleTimeoutSec: number;
   dataDir: string;
   redisUrl?: string;
   /** PEM file of CAs issuing institution cards; unset: the generated dev PKI CA. */
@@ -171,6 +175,8 @@ export function loadConfig(env: Env = process.env): Config {
     host,
     publicUrl,
     databaseUrl,
+    dbPoolSize: parsePositiveInt(env, 'DB_POOL_SIZE', 20),
+    dbIdleTimeoutSec: parseNonNegativeInt(env, 'DB_IDLE_TIMEOUT_SECONDS', 300),
     dataDir: path.resolve(nonEmpty(env, 'DATA_DIR') ?? './data'),
     redisUrl,
     cardTrustAnchors,

@@ -43,7 +43,7 @@ export async function openStore(config: Config): Promise<Db & { applied: string[
   const where = config.databaseUrl ? redactUrl(config.databaseUrl) : config.dataDir;
   let db: Db;
   try {
-    db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+    db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: config.dbPoolSize, idleTimeoutSec: config.dbIdleTimeoutSec });
   } catch (err) {
     if (err instanceof DataDirInUse) throw new ConfigError('DATA_DIR', err.message);
     throw new ConfigError(variable, `cannot open the store at ${where}: ${errorText(err)}`);

@@ -30,6 +30,8 @@ describe('configuration', () => {
     expect(c.policyFile).toMatch(/policies[/\\]default\.json$/);
     expect(c.trustProxy).toEqual(['loopback']);
     expect([c.metricsHost, c.metricsPort, c.corsOrigins, c.logFormat]).toEqual(['127.0.0.1', 9464, [], 'json']);
+    expect([c.dbPoolSize, c.dbIdleTimeoutSec]).toEqual([20, 300]);
+    expect(loadConfig({ DB_POOL_SIZE: '8', DB_IDLE_TIMEOUT_SECONDS: '0' })).toMatchObject({ dbPoolSize: 8, dbIdleTimeoutSec: 0 });
   });
 
   test('TRUST_PROXY takes the names and address ranges Express accepts', () => {
@@ -73,6 +75,9 @@ describe('configuration', () => {
     ['TRUST_PROXY', 'nginx'],
     ['TRUST_PROXY', '10.0.0.0/33'],
     ['TRUST_PROXY', 'loopback, 300.1.1.1'],
+    ['DB_POOL_SIZE', '0'],
+    ['DB_POOL_SIZE', 'many'],
+    ['DB_IDLE_TIMEOUT_SECONDS', '-1'],
   ])('a bad %s stops start-up naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     try {

@@ -129,6 +129,8 @@ export interface OpenDbOptions {
   /** PostgreSQL only: a schema of its own (tests); created if missing, `public` stays on the path. */
   schema?: string;
   poolSize?: number;
+  /** PostgreSQL only: seconds an idle connection stays open (0: until the pool ends); default 300. */
+  idleTimeoutSec?: number;
 }
 
 export async function openDb(opts: OpenDbOptions): Promise<Db> {
@@ -142,6 +144,9 @@ export async function openDb(opts: OpenDbOptions): Promise<Db> {
     new Pool({
       connectionString: opts.databaseUrl,
       max: opts.poolSize ?? 20,
+      // A new connection costs the request that needs it a few milliseconds (a backend to start,
+      // authentication, statements prepared again): a burst after a quiet spell should not pay it.
+      idleTimeoutMillis: (opts.idleTimeoutSec ?? 300) * 1000,
       connectionTimeoutMillis: STORE_CONNECT_TIMEOUT_MS,
       query_timeout: STORE_QUERY_TIMEOUT_MS,
       // A peer that vanished without a FIN is noticed on idle connections too.
