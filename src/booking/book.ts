@@ -192,7 +192,8 @@ async function checkSchedules(c: BookingContext, slots: SlotView[]): Promise<Sch
   const schedules: Schedule[] = [];
   for (const id of [...new Set(slots.map((s) => s.scheduleId))]) {
     if (!id) throw unprocessable('A slot of the appointment belongs to no Schedule', 'Appointment.slot');
-    const row = await c.repo.readRow('Schedule', id);
+    // Read with the slot's lock (slots.ts) where the reference named a Schedule here.
+    const row = slots.find((s) => s.scheduleId === id && s.schedule)?.schedule ?? (await c.repo.readRow('Schedule', id));
     if (!row || row.deleted) throw unprocessable(`Schedule/${id} does not exist`, 'Appointment.slot', 'not-found');
     const schedule = row.resource as Schedule;
     if (schedule.active === false) throw unprocessable(`Schedule/${id} is not active`, 'Appointment.slot');

@@ -1,5 +1,5 @@
 import type { Slot } from '@medplum/fhirtypes';
-import type { Repository } from '../store';
+import type { Repository, StoredRow } from '../store';
 import { referencedId } from '../shared/references';
 import { epochMs, type Window } from './time';
 
@@ -9,29 +9,32 @@ export interface SlotView {
   resource: Slot;
   scheduleId?: string;
   window?: Window;
+  /** The row of its Schedule, read with the lock when the reference names one here. */
+  schedule?: StoredRow;
 }
 
-function viewOf(slot: Slot): SlotView {
+function viewOf(slot: Slot, schedule?: StoredRow & { id: string }): SlotView {
   const start = epochMs(slot.start);
   const end = epochMs(slot.end);
+  const scheduleId = referencedId(slot.schedule?.reference, 'Schedule');
   return {
     id: slot.id as string,
     resource: slot,
-    scheduleId: referencedId(slot.schedule?.reference, 'Schedule'),
+    scheduleId,
     window: start !== undefined && end !== undefined && start < end ? { start, end } : undefined,
+    ...(schedule && schedule.id === scheduleId ? { schedule } : {}),
   };
 }
 
 /**
  * Locks the Slot resources in id order (one global order: concurrent bookings never deadlock on
- * them) and returns the current, not deleted ones.
+ * them) and returns the current, not deleted ones, each with its Schedule's row read in the same
+ * statement.
  */
 export async function lockSlots(repo: Repository, ids: string[]): Promise<Map<string, SlotView>> {
   const out = new Map<string, SlotView>();
-  for (const id of [...new Set(ids)].sort()) {
-    const row = await repo.readRow('Slot', id, { forUpdate: true });
-    if (row && !row.deleted) out.set(id, viewOf(row.resource as Slot));
-  }
+  const locked = await repo.lockRows('Slot', ids, { path: ['schedule', 'reference'], type: 'Schedule' });
+  for (const [id, { row, followed }] of locked) if (!row.deleted) out.set(id, viewOf(row.resource as Slot, followed));
   return out;
 }
 

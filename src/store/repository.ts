@@ -100,6 +100,40 @@ export class Repository {
     return row;
   }
 
+  /**
+   * Locks the rows of `ids` of one type in id order (concurrent callers never deadlock on them),
+   * in one statement with, unlocked, the resource each one's reference at `follow.path` names
+   * (`Slot.schedule`): what the caller checks next, without a round trip of its own. Returns the
+   * rows that exist, deleted ones too; locked rows join the lock cache as with `readRow`. Rows
+   * this transaction already holds come from that cache, without a followed row.
+   */
+  async lockRows(type: string, ids: string[], follow?: { path: string[]; type: string }): Promise<Map<string, { row: StoredRow; followed?: StoredRow & { id: string } }>> {
+    const out = new Map<string, { row: StoredRow; followed?: StoredRow & { id: string } }>();
+    const wanted = [...new Set(ids)].sort();
+    const fresh = this.db.inTransaction ? wanted.filter((id) => !this.locked.has(`${type}/${id}`)) : wanted;
+    for (const id of wanted) {
+      const held = fresh.includes(id) ? undefined : this.locked.get(`${type}/${id}`);
+      if (held) out.set(id, { row: held });
+    }
+    if (fresh.length === 0) return out;
+    type Row = { id: string; content: Resource; deleted: boolean; owner: string | null; version_id: number };
+    const { rows } = await this.db.query<Row & { f_id: string | null; f_content: Resource | null; f_deleted: boolean | null; f_owner: string | null; f_version_id: number | null }>(
+      `WITH locked AS (SELECT id, content, deleted, owner, version_id FROM resource WHERE resource_type = $1 AND id = ANY($2::text[]) ORDER BY id FOR UPDATE)
+       SELECT l.id, l.content, l.deleted, l.owner, l.version_id, f.id AS f_id, f.content AS f_content, f.deleted AS f_deleted, f.owner AS f_owner, f.version_id AS f_version_id
+         FROM locked l LEFT JOIN resource f ON f.resource_type = $3 AND f.id = substring(l.content #>> $4::text[] from $5)`,
+      // The followed id: the last path segment after `Type/`, relative or absolute (the caller compares it with its own reading of the reference).
+      [type, fresh, follow?.type ?? '', follow?.path ?? [], follow ? `(?:^|/)${follow.type}/([^/]+)$` : '^$'],
+      { prepare: true },
+    );
+    for (const r of rows) {
+      const row: StoredRow = { resource: r.content, deleted: r.deleted, owner: r.owner, versionId: r.version_id };
+      const followed = r.f_id !== null ? { id: r.f_id, resource: r.f_content as Resource, deleted: r.f_deleted as boolean, owner: r.f_owner, versionId: r.f_version_id as number } : undefined;
+      out.set(r.id, { row, followed });
+    }
+    if (this.db.inTransaction) for (const id of fresh) this.locked.set(`${type}/${id}`, out.get(id)?.row);
+    return out;
+  }
+
   /** Keeps the lock cache in step with a write of this transaction. */
   private remember(type: string, id: string, row: StoredRow): void {
     if (this.db.inTransaction) this.locked.set(`${type}/${id}`, row);
