@@ -107,12 +107,16 @@ export class Repository {
    * rows that exist, deleted ones too; locked rows join the lock cache as with `readRow`. Rows
    * this transaction already holds come from that cache, without a followed row.
    */
-  async lockRows(type: string, ids: string[], follow?: { path: string[]; type: string }): Promise<Map<string, { row: StoredRow; followed?: StoredRow & { id: string } }>> {
+  async lockRows(type: string, ids: string[], follow: { path: string[]; type: string }): Promise<Map<string, { row: StoredRow; followed?: StoredRow & { id: string } }>> {
     const out = new Map<string, { row: StoredRow; followed?: StoredRow & { id: string } }>();
-    const wanted = [...new Set(ids)].sort();
-    const fresh = this.db.inTransaction ? wanted.filter((id) => !this.locked.has(`${type}/${id}`)) : wanted;
-    for (const id of wanted) {
-      const held = fresh.includes(id) ? undefined : this.locked.get(`${type}/${id}`);
+    const fresh: string[] = [];
+    for (const id of [...new Set(ids)].sort()) {
+      const key = `${type}/${id}`;
+      if (!this.db.inTransaction || !this.locked.has(key)) {
+        fresh.push(id);
+        continue;
+      }
+      const held = this.locked.get(key);
       if (held) out.set(id, { row: held });
     }
     if (fresh.length === 0) return out;
@@ -122,7 +126,7 @@ export class Repository {
        SELECT l.id, l.content, l.deleted, l.owner, l.version_id, f.id AS f_id, f.content AS f_content, f.deleted AS f_deleted, f.owner AS f_owner, f.version_id AS f_version_id
          FROM locked l LEFT JOIN resource f ON f.resource_type = $3 AND f.id = substring(l.content #>> $4::text[] from $5)`,
       // The followed id: the last path segment after `Type/`, relative or absolute (the caller compares it with its own reading of the reference).
-      [type, fresh, follow?.type ?? '', follow?.path ?? [], follow ? `(?:^|/)${follow.type}/([^/]+)$` : '^$'],
+      [type, fresh, follow.type, follow.path, `(?:^|/)${follow.type}/([^/]+)$`],
       { prepare: true },
     );
     for (const r of rows) {

@@ -60,7 +60,7 @@ describe('repository writes inside one transaction', () => {
       expect(rows.get('lr-4')?.row.deleted).toBe(true);
       // Held now: a locking read comes from the lock cache, as after readRow(..., { forUpdate }).
       expect(await tx.readRow('Slot', 'lr-1', { forUpdate: true })).toBe(rows.get('lr-1')?.row);
-      expect((await tx.lockRows('Slot', ['lr-2'])).get('lr-2')).toEqual({ row: rows.get('lr-2')?.row });
+      expect((await tx.lockRows('Slot', ['lr-2'], { path: ['schedule', 'reference'], type: 'Schedule' })).get('lr-2')).toEqual({ row: rows.get('lr-2')?.row });
       if (ctx.db.kind === 'pg') {
         // Another connection cannot take them meanwhile.
         const other = ctx.db.query("SELECT id FROM resource WHERE resource_type = 'Slot' AND id = 'lr-2' FOR UPDATE NOWAIT");
