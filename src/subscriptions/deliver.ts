@@ -3,7 +3,7 @@ import { deliveries } from '../shared/metrics';
 import { toXml } from '../model';
 import type { NotificationType } from './backport';
 import { openHeaders, type ChannelHeader } from './channel-headers';
-import { recordFailure, releaseChannels, setErrorCode, type Channel, type Success } from './channel-store';
+import { recordFailure, recordSuccesses, releaseChannels, setErrorCode, type Channel, type Success } from './channel-store';
 import { eventsBetween, type SubscriptionEvent } from './event-store';
 import { notificationBundle } from './notification-bundle';
 import { postNotification, type PostResult } from './rest-hook';
@@ -129,8 +129,11 @@ async function step(sender: Sender, channel: Channel, prefetched?: SubscriptionE
   if (due === 'handshake') {
     const result = await send('handshake');
     if (result.ok) {
-      await setSubscriptionStatus(repo, channel.id, version, 'active');
-      const next = await sender.recordSuccess({ id: channel.id, at: now, release: false });
+      // Active and delivered in one transaction: nobody sees the one without the other.
+      const next = await repo.withTransaction(async (tx) => {
+        await setSubscriptionStatus(tx, channel.id, version, 'active');
+        return (await recordSuccesses(tx.db, [{ id: channel.id, at: now, release: false }]))[0];
+      });
       return next ? { next } : { leased: true };
     }
     // Backport "channels": a failed handshake leaves the subscription in error; the client
