@@ -46,7 +46,6 @@ export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRow
   const root = [toTypedValue(resource)];
   for (const def of searchParams(resource.resourceType).values()) {
     if (def.code === '_id' || def.code === '_lastUpdated') continue;
-    if (absent(resource, def.expression)) continue;
     let values: TypedValue[];
     try {
       values = valuesOf(resource, root, def.expression);
@@ -111,10 +110,14 @@ function plainPath(expression: string): { type: string; members: string[]; filte
   return path;
 }
 
-/** What the expression finds: member by member for a plain path without filter, else by FHIRPath. */
+/**
+ * What the expression finds: member by member for a plain path without filter; nothing for a
+ * filtered one whose path is absent; else by FHIRPath.
+ */
 function valuesOf(resource: Resource, root: TypedValue[], expression: string): TypedValue[] {
   const path = plainPath(expression);
-  if (!path || path.filtered || path.type !== resource.resourceType) return evalFhirPathTyped(compiledFhirPath(expression), root);
+  if (!path || path.type !== resource.resourceType) return evalFhirPathTyped(compiledFhirPath(expression), root);
+  if (path.filtered) return absent(resource, expression) ? [] : evalFhirPathTyped(compiledFhirPath(expression), root);
   let nodes = root;
   for (const member of path.members) nodes = memberValues(nodes, member);
   return nodes;
