@@ -5,7 +5,7 @@ import { isFhirId } from '../shared/fhir-id';
 import { canSee } from '../shared/owner';
 import { originOf, ownerOf, type BookingContext } from './actor';
 import { recordAppointmentChange } from './outbox';
-import { checkActiveParticipants, onlyThePatient, ownPatientParameter, resolvePatientParameter, withPatientParticipant } from './patients';
+import { checkActiveParticipants, onlyThePatient, participantKeys, ownPatientParameter, resolvePatientParameter, withPatientParticipant } from './patients';
 import { checkProposal } from './proposal';
 import { referencedId } from '../shared/references';
 import { releaseHolds } from './release';
@@ -55,11 +55,14 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
     participants = withPatientParticipant(proposal, given, resolved);
     if (c.actor.patient !== undefined) onlyThePatient(participants, resolved);
   }
-  await checkActiveParticipants(c, participants, 'Patient');
-  await checkActiveParticipants(c, participants, 'HealthcareService');
+  // Slot mode: the slots are locked and the participants read in one statement (issue 15).
+  const slotIds = proposal.slot?.length ? slotIdsOf(proposal.slot) : undefined;
+  const early = slotIds ? await lockSlots(c.repo, slotIds, participantKeys(participants)) : undefined;
+  await checkActiveParticipants(c, participants, 'Patient', early?.read);
+  await checkActiveParticipants(c, participants, 'HealthcareService', early?.read);
   if (input.scheduleId) await checkScheduleParameter(c, input.scheduleId);
 
-  const slots = proposal.slot?.length ? await takeSlots(c, proposal.slot, window, input.scheduleId) : await findSlots(c, input.scheduleId, window);
+  const slots = slotIds && early ? await takeSlots(c, slotIds, early.slots, window, input.scheduleId) : await findSlots(c, input.scheduleId, window);
   const schedules = await checkSchedules(c, slots);
   const pending = schedules.some(needsManualConfirmation);
 
@@ -82,10 +85,16 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
     ...(supportingInformation.length ? { supportingInformation } : {}),
     ...(extension.length ? { extension } : {}),
   };
-  const owner = { owner: ownerOf(c.actor, 'Appointment') };
-  // A new appointment gets its id here (create: no row to read); a re-booking keeps its own.
-  const stored = proposal.id ? (await repo.update(appointment, owner)).resource : await repo.create(appointment, owner);
-  await c.tables.reserve(stored.id as string, scheduleWindows(slots, window), slots.map((s) => s.id));
+  // The holds are written by the appointment's own statement; a concurrent booking that won them: 409.
+  const holds = c.tables.reservation(scheduleWindows(slots, window), slots.map((s) => s.id));
+  const opts = { owner: ownerOf(c.actor, 'Appointment'), alongside: holds.alongside };
+  let stored: Appointment;
+  try {
+    // A new appointment gets its id here (create: no row to read); a re-booking keeps its own.
+    stored = proposal.id ? (await repo.update(appointment, opts)).resource : await repo.create(appointment, opts);
+  } catch (err) {
+    throw holds.explain(err);
+  }
 
   if (rebooked?.resource) {
     await recordAppointmentChange(repo.db, { previous: rebooked.resource, next: stored, versionId: Number(stored.meta?.versionId), origin: originOf(c.actor), owner: rebooked.owner, at: c.now });
@@ -118,17 +127,21 @@ async function cancelReplaced(c: BookingContext, old: Appointment, owner: string
   await recordAppointmentChange(c.repo.db, { previous: old, next: stored, versionId: Number(stored.meta?.versionId), origin: originOf(c.actor), owner, at: c.now });
 }
 
-/**
- * Slot mode: every referenced Slot exists, is free and overlaps the window (a slot beside the
- * appointment would be made busy for nothing), and together they contain the window.
- */
-async function takeSlots(c: BookingContext, refs: Reference[], window: Window, scheduleId?: string): Promise<SlotView[]> {
-  const ids = refs.map((r, i) => {
+/** The ids of `Appointment.slot`, in its order (400 for a reference to anything else). */
+function slotIdsOf(refs: Reference[]): string[] {
+  return refs.map((r, i) => {
     const id = referencedId(r.reference, 'Slot');
     if (!id) throw badRequest(`Appointment.slot[${i}] must reference a Slot of this repository`, `Appointment.slot[${i}]`);
     return id;
   });
-  const locked = await lockSlots(c.repo, ids);
+}
+
+/**
+ * Slot mode: every referenced Slot (`ids`, in `Appointment.slot` order; `locked` by lockSlots)
+ * exists, is free and overlaps the window (a slot beside the appointment would be made busy for
+ * nothing), and together they contain the window.
+ */
+async function takeSlots(c: BookingContext, ids: string[], locked: Map<string, SlotView>, window: Window, scheduleId?: string): Promise<SlotView[]> {
   const views = [...new Set(ids)].map((id) => {
     const i = ids.indexOf(id);
     const view = locked.get(id);
@@ -154,7 +167,7 @@ async function takeSlots(c: BookingContext, refs: Reference[], window: Window, s
 async function findSlots(c: BookingContext, scheduleId: string | undefined, window: Window): Promise<SlotView[]> {
   if (!scheduleId) throw badRequest('Appointment.slot is missing and no schedule parameter names the calendar to book in', 'Appointment.slot', 'required');
   const candidates = await c.tables.slotsOverlapping(scheduleId, window);
-  const locked = await lockSlots(c.repo, candidates);
+  const { slots: locked } = await lockSlots(c.repo, candidates);
   const inWindow = [...locked.values()].filter((v) => v.scheduleId === scheduleId && v.window && overlaps(v.window, window));
   const taken = inWindow.filter((v) => v.resource.status !== 'free');
   if (taken.length) throw conflict(`The requested time is not free: ${taken.map((v) => `Slot/${v.id} is ${v.resource.status}`).join(', ')}`, 'Appointment.start');

@@ -96,7 +96,7 @@ function onlyACancellation(previous: Appointment | undefined, next: Appointment 
 /** An owner (or an import) storing an active appointment: it holds its slots like a booking. */
 async function holdFor(c: BookingContext, appointment: Appointment): Promise<void> {
   const ids = (appointment.slot ?? []).map((s) => referencedId(s.reference, 'Slot')).filter((id): id is string => !!id);
-  const slots = [...(await lockSlots(c.repo, ids)).values()];
+  const slots = [...(await lockSlots(c.repo, ids)).slots.values()];
   const start = epochMs(appointment.start);
   const end = epochMs(appointment.end);
   const own: Window | undefined = start !== undefined && end !== undefined && start < end ? { start, end } : undefined;

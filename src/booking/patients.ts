@@ -1,7 +1,7 @@
 import type { Appointment, AppointmentParticipant, HealthcareService, Patient } from '@medplum/fhirtypes';
 import { forbidden, OperationOutcomeError, unprocessable } from '../shared/outcomes';
 import { validateResource } from '../model';
-import type { SearchRequest } from '../store';
+import type { SearchRequest, StoredRow } from '../store';
 import { canSee, KVID_SYSTEM } from '../shared/owner';
 import { ownerOf, type BookingContext } from './actor';
 import { referencedId } from '../shared/references';
@@ -81,15 +81,29 @@ export function withPatientParticipant(appointment: Appointment, given: Patient,
  * patients, also later for provisionally created ones; the same for HealthcareServices
  * named in the appointment (those behind its Schedule are checked with the Schedule).
  */
-export async function checkActiveParticipants(c: BookingContext, participants: AppointmentParticipant[], type: 'Patient' | 'HealthcareService'): Promise<void> {
+export async function checkActiveParticipants(
+  c: BookingContext,
+  participants: AppointmentParticipant[],
+  type: 'Patient' | 'HealthcareService',
+  /** Rows already read in this transaction (`participantKeys`, lockSlots), by `Type/id`. */
+  read?: Map<string, StoredRow | undefined>,
+): Promise<void> {
   for (const [i, p] of participants.entries()) {
     const id = referencedId(p.actor?.reference, type);
     if (!id) continue;
     const expression = `Appointment.participant[${i}].actor`;
-    const row = await c.repo.readRow(type, id);
+    const key = `${type}/${id}`;
+    const row = read?.has(key) ? read.get(key) : await c.repo.readRow(type, id);
     if (!row || row.deleted || !canSee(row.owner, c.actor.scope, row.resource)) throw unprocessable(`${type}/${id} does not exist`, expression, 'not-found');
     if ((row.resource as Patient | HealthcareService).active === false) throw unprocessable(`${type}/${id} is not active`, expression);
   }
+}
+
+/** The Patient and HealthcareService rows checkActiveParticipants reads. */
+export function participantKeys(participants: AppointmentParticipant[]): { type: string; id: string }[] {
+  return (['Patient', 'HealthcareService'] as const).flatMap((type) =>
+    participants.map((p) => referencedId(p.actor?.reference, type)).filter((id): id is string => !!id).map((id) => ({ type, id })),
+  );
 }
 
 function displayName(p: Patient): string | undefined {

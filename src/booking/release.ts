@@ -8,7 +8,7 @@ import { lockSlots, writeSlot } from './slots';
  */
 export async function releaseHolds(c: BookingContext, appointmentId: string): Promise<string[]> {
   const slotIds = await c.tables.release(appointmentId);
-  const slots = await lockSlots(c.repo, slotIds);
+  const { slots } = await lockSlots(c.repo, slotIds);
   for (const view of slots.values()) {
     if (view.resource.status === 'free') continue;
     const freed: Slot = { ...view.resource, status: 'free' };

@@ -29,13 +29,17 @@ function viewOf(slot: Slot, schedule?: StoredRow & { id: string }): SlotView {
 /**
  * Locks the Slot resources in id order (one global order: concurrent bookings never deadlock on
  * them) and returns the current, not deleted ones, each with its Schedule's row read in the same
- * statement.
+ * statement; `read`: other rows to read (unlocked) in that statement, by `Type/id`.
  */
-export async function lockSlots(repo: Repository, ids: string[]): Promise<Map<string, SlotView>> {
-  const out = new Map<string, SlotView>();
-  const locked = await repo.lockRows('Slot', ids, { path: ['schedule', 'reference'], type: 'Schedule' });
-  for (const [id, { row, followed }] of locked) if (!row.deleted) out.set(id, viewOf(row.resource as Slot, followed));
-  return out;
+export async function lockSlots(
+  repo: Repository,
+  ids: string[],
+  read: { type: string; id: string }[] = [],
+): Promise<{ slots: Map<string, SlotView>; read: Map<string, StoredRow | undefined> }> {
+  const slots = new Map<string, SlotView>();
+  const rows = await repo.lockRows('Slot', ids, { path: ['schedule', 'reference'], type: 'Schedule' }, read);
+  for (const [id, { row, followed }] of rows.locked) if (!row.deleted) slots.set(id, viewOf(row.resource as Slot, followed));
+  return { slots, read: rows.read };
 }
 
 /** Writes a Slot change (the booking_slot trigger follows it). */

@@ -1,5 +1,5 @@
 import { conflict } from '../shared/outcomes';
-import { SqlState, sqlState, type Db } from '../store';
+import { alongsideStatement, SqlState, sqlState, type Alongside, type Db } from '../store';
 import { tstzrange, type Window } from './time';
 
 export interface ScheduleWindow {
@@ -19,6 +19,11 @@ export interface BookingTables {
    * even when every application-level check passed: the loser answers 409.
    */
   reserve(appointmentId: string, windows: ScheduleWindow[], slotIds: string[]): Promise<void>;
+  /**
+   * The same holds as rows to write alongside the appointment's own write (`WriteOptions.alongside`,
+   * one statement); a failure of that write goes through `explain` (409 for a lost race).
+   */
+  reservation(windows: ScheduleWindow[], slotIds: string[]): { alongside: (appointmentId: string) => Alongside; explain: (err: unknown) => unknown };
   /** Drops an appointment's holds; returns the slot ids it held. */
   release(appointmentId: string): Promise<string[]>;
   /** The appointment holding a slot, if any. */
@@ -35,23 +40,15 @@ export interface BookingTables {
 export function bookingTables(db: Db): BookingTables {
   return {
     async reserve(appointmentId, windows, slotIds) {
+      const { sql, params } = alongsideStatement(holds(appointmentId, windows, slotIds));
       try {
-        // One statement for the booking's windows and slot holds: the constraints check both.
-        await db.query(
-          `WITH reservation AS (
-             INSERT INTO booking_reservation (appointment_id, schedule_id, during)
-             SELECT $1, w.schedule_id, w.during::tstzrange FROM unnest($2::text[], $3::text[]) AS w(schedule_id, during)
-           )
-           INSERT INTO booking_slot_hold (slot_id, appointment_id) SELECT DISTINCT s.slot_id, $1 FROM unnest($4::text[]) AS s(slot_id)`,
-          [appointmentId, windows.map((w) => w.scheduleId), windows.map((w) => tstzrange(w.window)), slotIds],
-          { prepare: true },
-        );
+        await db.query(sql, params, { prepare: true });
       } catch (err) {
-        const state = sqlState(err);
-        if (state === SqlState.exclusionViolation) throw conflict('The requested time is already booked in this schedule', 'Appointment.start');
-        if (state === SqlState.uniqueViolation) throw conflict('The requested slot is already booked', 'Appointment.slot');
-        throw err;
+        throw explainHoldError(err);
       }
+    },
+    reservation(windows, slotIds) {
+      return { alongside: (appointmentId) => holds(appointmentId, windows, slotIds), explain: explainHoldError };
     },
     async release(appointmentId) {
       await db.query('DELETE FROM booking_reservation WHERE appointment_id = $1', [appointmentId], { prepare: true });
@@ -76,4 +73,27 @@ export function bookingTables(db: Db): BookingTables {
       }
     },
   };
+}
+
+/**
+ * The booking's windows and slot holds of one appointment, as two inserts sharing their
+ * parameters: the table constraints check both.
+ */
+function holds(appointmentId: string, windows: ScheduleWindow[], slotIds: string[]): Alongside {
+  return {
+    statements: [
+      'INSERT INTO booking_reservation (appointment_id, schedule_id, during) SELECT $1, w.schedule_id, w.during::tstzrange FROM unnest($2::text[], $3::text[]) AS w(schedule_id, during)',
+      'INSERT INTO booking_slot_hold (slot_id, appointment_id) SELECT DISTINCT s.slot_id, $1 FROM unnest($4::text[]) AS s(slot_id)',
+    ],
+    params: [appointmentId, windows.map((w) => w.scheduleId), windows.map((w) => tstzrange(w.window)), slotIds],
+  };
+}
+
+/** A hold a concurrent booking won (the constraint of its table): 409; anything else as it is. */
+function explainHoldError(err: unknown): unknown {
+  const state = sqlState(err);
+  const table = (err as { table?: unknown } | null)?.table;
+  if (state === SqlState.exclusionViolation && table === 'booking_reservation') return conflict('The requested time is already booked in this schedule', 'Appointment.start');
+  if (state === SqlState.uniqueViolation && (table === 'booking_slot_hold' || table === 'booking_reservation')) return conflict('The requested slot is already booked', 'Appointment.slot');
+  return err;
 }

@@ -29,6 +29,32 @@ export interface WriteOptions {
    * answers first (PATCH: an immutable element changed is that error, not a profile error).
    */
   validate?: (resource: Resource) => Resource;
+  /**
+   * Rows of the caller's own tables that belong with this version (the booking's holds of a new
+   * appointment), given its id: written by the write's own statement, as data-modifying CTEs, so
+   * they cost no round trip of their own. Their errors are the write's (the caller maps them).
+   */
+  alongside?: (id: string) => Alongside;
+}
+
+/**
+ * Data-modifying statements (`INSERT ... SELECT ...`, no WITH of their own) numbering their
+ * parameters from $1 in `params`; they become CTEs of another statement, renumbered.
+ */
+export interface Alongside {
+  statements: string[];
+  params: unknown[];
+}
+
+/** A statement made of `alongside` alone: `WITH` its statements, selecting nothing. */
+export function alongsideStatement(a: Alongside): { sql: string; params: unknown[] } {
+  return { sql: `WITH ${a.statements.map((text, i) => `alongside_${i} AS (${text})`).join(',\n')} SELECT 1`, params: a.params };
+}
+
+/** A locked row and, read in the same statement, the resource its reference names (`lockRows`). */
+export interface LockedRow {
+  row: StoredRow;
+  followed?: StoredRow & { id: string };
 }
 
 export interface StoredRow {
@@ -106,9 +132,17 @@ export class Repository {
    * (`Slot.schedule`): what the caller checks next, without a round trip of its own. Returns the
    * rows that exist, deleted ones too; locked rows join the lock cache as with `readRow`. Rows
    * this transaction already holds come from that cache, without a followed row.
+   * `read` (`{type, id}`): rows to read, unlocked, in the same statement (the booking's
+   * participants); `read` in the answer has every one of them by `Type/id`, undefined when absent.
    */
-  async lockRows(type: string, ids: string[], follow: { path: string[]; type: string }): Promise<Map<string, { row: StoredRow; followed?: StoredRow & { id: string } }>> {
-    const out = new Map<string, { row: StoredRow; followed?: StoredRow & { id: string } }>();
+  async lockRows(
+    type: string,
+    ids: string[],
+    follow: { path: string[]; type: string },
+    read: { type: string; id: string }[] = [],
+  ): Promise<{ locked: Map<string, LockedRow>; read: Map<string, StoredRow | undefined> }> {
+    const locked = new Map<string, LockedRow>();
+    const readRows = new Map<string, StoredRow | undefined>(read.map((k) => [`${k.type}/${k.id}`, undefined]));
     const fresh: string[] = [];
     for (const id of [...new Set(ids)].sort()) {
       const key = `${type}/${id}`;
@@ -117,25 +151,32 @@ export class Repository {
         continue;
       }
       const held = this.locked.get(key);
-      if (held) out.set(id, { row: held });
+      if (held) locked.set(id, { row: held });
     }
-    if (fresh.length === 0) return out;
-    type Row = { id: string; content: Resource; deleted: boolean; owner: string | null; version_id: number };
+    if (fresh.length === 0 && read.length === 0) return { locked, read: readRows };
+    type Row = { r_type: string | null; id: string; content: Resource; deleted: boolean; owner: string | null; version_id: number };
     const { rows } = await this.db.query<Row & { f_id: string | null; f_content: Resource | null; f_deleted: boolean | null; f_owner: string | null; f_version_id: number | null }>(
       `WITH locked AS (SELECT id, content, deleted, owner, version_id FROM resource WHERE resource_type = $1 AND id = ANY($2::text[]) ORDER BY id FOR UPDATE)
-       SELECT l.id, l.content, l.deleted, l.owner, l.version_id, f.id AS f_id, f.content AS f_content, f.deleted AS f_deleted, f.owner AS f_owner, f.version_id AS f_version_id
-         FROM locked l LEFT JOIN resource f ON f.resource_type = $3 AND f.id = substring(l.content #>> $4::text[] from $5)`,
+       SELECT NULL::text AS r_type, l.id, l.content, l.deleted, l.owner, l.version_id, f.id AS f_id, f.content AS f_content, f.deleted AS f_deleted, f.owner AS f_owner, f.version_id AS f_version_id
+         FROM locked l LEFT JOIN resource f ON f.resource_type = $3 AND f.id = substring(l.content #>> $4::text[] from $5)
+       UNION ALL
+       SELECT r.resource_type, r.id, r.content, r.deleted, r.owner, r.version_id, NULL, NULL, NULL, NULL, NULL
+         FROM unnest($6::text[], $7::text[]) AS k(resource_type, id) JOIN resource r ON r.resource_type = k.resource_type AND r.id = k.id`,
       // The followed id: the last path segment after `Type/`, relative or absolute (the caller compares it with its own reading of the reference).
-      [type, fresh, follow.type, follow.path, `(?:^|/)${follow.type}/([^/]+)$`],
+      [type, fresh, follow.type, follow.path, `(?:^|/)${follow.type}/([^/]+)$`, read.map((k) => k.type), read.map((k) => k.id)],
       { prepare: true },
     );
     for (const r of rows) {
       const row: StoredRow = { resource: r.content, deleted: r.deleted, owner: r.owner, versionId: r.version_id };
+      if (r.r_type !== null) {
+        readRows.set(`${r.r_type}/${r.id}`, row);
+        continue;
+      }
       const followed = r.f_id !== null ? { id: r.f_id, resource: r.f_content as Resource, deleted: r.f_deleted as boolean, owner: r.f_owner, versionId: r.f_version_id as number } : undefined;
-      out.set(r.id, { row, followed });
+      locked.set(r.id, { row, followed });
     }
-    if (this.db.inTransaction) for (const id of fresh) this.locked.set(`${type}/${id}`, out.get(id)?.row);
-    return out;
+    if (this.db.inTransaction) for (const id of fresh) this.locked.set(`${type}/${id}`, locked.get(id)?.row);
+    return { locked, read: readRows };
   }
 
   /** Keeps the lock cache in step with a write of this transaction. */
@@ -278,9 +319,9 @@ export class Repository {
           const lastUpdated = tx.now().toISOString();
           const stored: Resource = { ...checked, id, meta: { ...checked.meta, versionId: String(versionId), lastUpdated } };
           const owner = row ? row.owner : (opts.owner ?? null);
-          // One statement (data-modifying CTEs): the resource row, its version and its index rows
-          // change together in a single round trip.
-          const { sql, params } = writeStatement({ type, id, versionId, lastUpdated, stored, owner, exists: !!row }, extractIndexRows(stored, this.baseUrl));
+          // One statement (data-modifying CTEs): the resource row, its version, its index rows and
+          // the caller's rows alongside change together in a single round trip.
+          const { sql, params } = writeStatement({ type, id, versionId, lastUpdated, stored, owner, exists: !!row }, extractIndexRows(stored, this.baseUrl), opts.alongside?.(id));
           await tx.db.query(sql, params, { prepare: true });
           tx.remember(type, id, { resource: stored, deleted: false, owner, versionId });
           return { resource: stored, created: !row || row.deleted };
@@ -361,6 +402,7 @@ function generationCte(params: unknown[], removed: string | undefined, added: Co
 function writeStatement(
   w: { type: string; id: string; versionId: number; lastUpdated: string; stored: Resource; owner: string | null; exists: boolean },
   rows: IndexRows,
+  alongside?: Alongside,
 ): { sql: string; params: unknown[] } {
   const params: unknown[] = w.exists ? [w.type, w.id, w.versionId, w.lastUpdated, w.stored] : [w.type, w.id, w.versionId, w.lastUpdated, w.stored, w.owner];
   const ctes: string[] = [
@@ -402,6 +444,11 @@ function writeStatement(
     } else {
       ctes.push(generationCte(params, undefined, rows.compounds, w.owner !== null));
     }
+  }
+  if (alongside) {
+    const offset = params.length;
+    params.push(...alongside.params);
+    alongside.statements.forEach((text, i) => ctes.push(`alongside_${i} AS (${text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + offset}`)})`));
   }
   return { sql: `WITH ${ctes.join(',\n')} SELECT 1`, params };
 }
