@@ -142,8 +142,8 @@ async function captureBooking(databaseUrl: string, index: number): Promise<{ boo
   const sql: { text: string; values: unknown[] }[] = [];
   const outside: string[] = [];
   let capturing = false;
-  const capture = (inner: Db): Db =>
-    ({
+  const capture = (inner: Db): Db => {
+    const db = {
       kind: inner.kind,
       inTransaction: inner.inTransaction,
       query: (text: string, values?: unknown[], opts?: QueryOptions) => {
@@ -151,10 +151,13 @@ async function captureBooking(databaseUrl: string, index: number): Promise<{ boo
         else if (capturing) outside.push(text);
         return inner.query(text, values, opts);
       },
-      transaction: <T>(fn: (tx: Db) => Promise<T>) => inner.transaction((tx) => fn(capture(tx))),
+      // Inside a transaction the same Db, as the store's own (a nested transaction joins it, and the repository keeps its lock cache).
+      transaction: <T>(fn: (tx: Db) => Promise<T>) => (inner.inTransaction ? fn(db) : inner.transaction((tx) => fn(capture(tx)))),
       afterCommit: (fn: () => void) => inner.afterCommit(fn),
       close: () => inner.close(),
-    }) as Db;
+    } as Db;
+    return db;
+  };
   const config = loadConfig({ DATABASE_URL: databaseUrl, DEMO_DATA: 'false', GUARD_ENFORCEMENT: 'off', LOG_LEVEL: 'silent', METRICS_PORT: '0', PUBLIC_URL: 'http://127.0.0.1' });
   const terminus = composeTerminus({ config, db: capture(db), logger: createLogger('silent'), now: () => new Date() });
   try {
