@@ -10,6 +10,7 @@ import { checkProposal } from './proposal';
 import { referencedId } from '../shared/references';
 import { releaseHolds } from './release';
 import { lockSlots, writeSlot, type SlotView } from './slots';
+import type { StoredRow } from '../store';
 import { BOOKING_CONFIRMATION_URL, EXTERNAL_TAG, holdsTime, REPLACES_URL } from './status';
 import { covers, instant, overlaps, type Window } from './time';
 
@@ -55,14 +56,18 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
     participants = withPatientParticipant(proposal, given, resolved);
     if (c.actor.patient !== undefined) onlyThePatient(participants, resolved);
   }
-  // Slot mode: the slots are locked and the participants read in one statement (issue 15).
+  // The slots (named, or the schedule's in the window) are locked and the participants and the
+  // schedule parameter read in one statement (issue 15); the checks then run in their order.
   const slotIds = proposal.slot?.length ? slotIdsOf(proposal.slot) : undefined;
-  const early = slotIds ? await lockSlots(c.repo, slotIds, participantKeys(participants)) : undefined;
-  await checkActiveParticipants(c, participants, 'Patient', early?.read);
-  await checkActiveParticipants(c, participants, 'HealthcareService', early?.read);
-  if (input.scheduleId) await checkScheduleParameter(c, input.scheduleId);
+  if (!slotIds && !input.scheduleId) throw badRequest('Appointment.slot is missing and no schedule parameter names the calendar to book in', 'Appointment.slot', 'required');
+  const candidates = slotIds ?? (await c.tables.slotsOverlapping(input.scheduleId!, window));
+  const reads = [...participantKeys(participants), ...(input.scheduleId ? [{ type: 'Schedule', id: input.scheduleId }] : [])];
+  const { slots: locked, read } = await lockSlots(c.repo, candidates, reads);
+  await checkActiveParticipants(c, participants, 'Patient', read);
+  await checkActiveParticipants(c, participants, 'HealthcareService', read);
+  if (input.scheduleId) checkScheduleParameter(c, input.scheduleId, read.get(`Schedule/${input.scheduleId}`));
 
-  const slots = slotIds && early ? await takeSlots(c, slotIds, early.slots, window, input.scheduleId) : await findSlots(c, input.scheduleId, window);
+  const slots = slotIds ? await takeSlots(c, slotIds, locked, window, input.scheduleId) : await findSlots(c, input.scheduleId!, window, candidates, locked);
   const schedules = await checkSchedules(c, slots);
   const pending = schedules.some(needsManualConfirmation);
 
@@ -162,12 +167,10 @@ async function takeSlots(c: BookingContext, ids: string[], locked: Map<string, S
 
 /**
  * Schedule mode (ISiK 6.0.0 $book `schedule`): the free slots of the schedule covering the window
- * are cut to it; what lies outside stays free as new slots. Any busy slot in the window: 409.
+ * (`candidates` found by the booking's slot lookup, `locked` by lockSlots) are cut to it; what
+ * lies outside stays free as new slots. Any busy slot in the window: 409.
  */
-async function findSlots(c: BookingContext, scheduleId: string | undefined, window: Window): Promise<SlotView[]> {
-  if (!scheduleId) throw badRequest('Appointment.slot is missing and no schedule parameter names the calendar to book in', 'Appointment.slot', 'required');
-  const candidates = await c.tables.slotsOverlapping(scheduleId, window);
-  const { slots: locked } = await lockSlots(c.repo, candidates);
+async function findSlots(c: BookingContext, scheduleId: string, window: Window, candidates: string[], locked: Map<string, SlotView>): Promise<SlotView[]> {
   const inWindow = [...locked.values()].filter((v) => v.scheduleId === scheduleId && v.window && overlaps(v.window, window));
   const taken = inWindow.filter((v) => v.resource.status !== 'free');
   if (taken.length) throw conflict(`The requested time is not free: ${taken.map((v) => `Slot/${v.id} is ${v.resource.status}`).join(', ')}`, 'Appointment.start');
@@ -193,8 +196,7 @@ async function findSlots(c: BookingContext, scheduleId: string | undefined, wind
 }
 
 /** ISiK 6.0.0 $book `schedule`: the calendar named must exist (422 not-found, as a missing slot). */
-async function checkScheduleParameter(c: BookingContext, id: string): Promise<void> {
-  const row = await c.repo.readRow('Schedule', id);
+function checkScheduleParameter(c: BookingContext, id: string, row: StoredRow | undefined): void {
   if (!row || row.deleted || !canSee(row.owner, c.actor.scope, row.resource)) {
     throw unprocessable(`Schedule/${id} named by the schedule parameter does not exist`, "Parameters.parameter.where(name='schedule')", 'not-found');
   }

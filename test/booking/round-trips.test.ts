@@ -1,6 +1,6 @@
 import request from 'supertest';
 import { statementRecorder } from '../helpers/statements';
-import { bookingFixture, proposal, type BookingFixture } from './builders';
+import { bookingFixture, parameters, proposal, type BookingFixture } from './builders';
 
 /**
  * Issue 15: a booking is a handful of round trips. Every statement the store's driver sends
@@ -41,6 +41,38 @@ test('a slot-mode $book of a new appointment sends at most 5 statements, BEGIN a
   // And they are there: the slot is held by the new appointment.
   const held = await f.ctx.db.query<{ appointment_id: string }>('SELECT appointment_id FROM booking_slot_hold WHERE slot_id = $1', [proposal().slot![0].reference!.split('/')[1]]);
   expect(held.rows).toEqual([{ appointment_id: res.body.id }]);
+});
+
+test('a schedule-mode $book of a whole free slot sends at most 6 statements: the slot lookup, then the lock with the participants and the schedule', async () => {
+  const { slot: _slot, ...appt } = proposal({ start: '2027-01-31T11:05:00Z', end: '2027-01-31T11:55:00Z' });
+  const body = parameters({ 'appt-resource': appt, schedule: { valueReference: { reference: 'Schedule/Schedule-Read-Example' } } });
+  sent.length = 0;
+  const res = await request(f.app).post('/fhir/Appointment/$book').set('content-type', 'application/fhir+json').send(body);
+  expect(res.status).toBe(201);
+  expect(res.body.slot).toEqual([{ reference: 'Slot/Slot-Free-By-Schedule-Example' }]);
+  const statements = sent.map((s) => s.replace(/\s+/g, ' '));
+  expect(statements[0]).toBe('BEGIN');
+  expect(statements[statements.length - 1]).toBe('COMMIT');
+  // BEGIN, the lookup, the lock (participants and the Schedule read with it), the slot, the Appointment with its holds, COMMIT.
+  expect(statements.length).toBeLessThanOrEqual(6);
+  expect(statements.filter((s) => s.startsWith('SELECT content, deleted, owner, version_id FROM resource'))).toHaveLength(0);
+  expect(statements.filter((s) => s.includes('FOR UPDATE'))).toHaveLength(1);
+});
+
+test('schedule mode: a missing schedule is still 422 not-found, a missing patient still named first', async () => {
+  const { slot: _slot, ...appt } = proposal({ start: '2027-03-01T11:05:00Z', end: '2027-03-01T11:55:00Z' });
+  const missingSchedule = await request(f.app)
+    .post('/fhir/Appointment/$book')
+    .set('content-type', 'application/fhir+json')
+    .send(parameters({ 'appt-resource': appt, schedule: { valueReference: { reference: 'Schedule/no-such-schedule' } } }));
+  expect(missingSchedule.status).toBe(422);
+  expect(missingSchedule.body.issue[0]).toMatchObject({ code: 'not-found', expression: ["Parameters.parameter.where(name='schedule')"] });
+  const both = await request(f.app)
+    .post('/fhir/Appointment/$book')
+    .set('content-type', 'application/fhir+json')
+    .send(parameters({ 'appt-resource': { ...appt, participant: [{ actor: { reference: 'Patient/no-such-patient' }, status: 'accepted' }] }, schedule: { valueReference: { reference: 'Schedule/no-such-schedule' } } }));
+  expect(both.status).toBe(422);
+  expect(both.body.issue[0]).toMatchObject({ code: 'not-found', expression: ['Appointment.participant[0].actor'] });
 });
 
 test('a write statement reads the same whatever the number of index rows, so PostgreSQL prepares it once per connection', async () => {
