@@ -337,27 +337,24 @@ class PgliteDb implements Db {
   readonly inTransaction = false;
   readonly processMemory = new Map<string, unknown>();
   private tail: Promise<unknown> = Promise.resolve();
-  /** Units queued or running. */
-  private queued = 0;
   constructor(
     private readonly pg: PGliteInstance,
     private readonly unlock: () => void = () => undefined,
   ) {}
 
   /**
-   * A unit queued behind others starts in a turn of its own (`setImmediate`): the event loop
-   * reads sockets between two units, so requests that arrive while others queue join the queue
-   * in the order they came. Chained on the promises alone, a busy queue ran unit after unit
-   * without returning to the loop, and a client connecting meanwhile waited for the queue to run
-   * dry (issue 15: the first booking of new connections took seconds).
+   * Every unit starts in a turn of its own (`setImmediate`): the event loop polls its sockets
+   * between two units, so requests that arrive while others queue join the queue in the order they
+   * came, and a new connection is accepted after one unit (Node accepts one connection per poll).
+   * A unit that found the queue empty used to start at once; but one poll hands over every socket
+   * that is ready, and each of their callbacks found the queue empty again (the unit before had
+   * finished in between): a whole batch of units then ran in one poll, and a burst of new clients
+   * waited one such batch each to be accepted (issue 15: 32 new booking connections, p99 2 s).
    */
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    // Alone in the queue: no one to be fair to, no turn to wait for.
-    const start = this.queued++ === 0 ? fn : () => new Promise<void>((resolve) => setImmediate(resolve)).then(fn);
+    const start = () => new Promise<void>((resolve) => setImmediate(resolve)).then(fn);
     const run = this.tail.then(start, start);
-    const done = () => {
-      this.queued--;
-    };
+    const done = () => undefined;
     this.tail = run.then(done, done);
     return run;
   }
