@@ -55,6 +55,19 @@ describe('Appointment/$book (ISiK Stufe 5 S5-7, S5-8)', () => {
     expect(res.body.slot).toEqual([{ reference: 'Slot/Slot-Free-By-Schedule-Example' }]);
   });
 
+  test('a free slot whose time another appointment of the schedule already holds: 409 conflict on Appointment.start, from the hold written with the appointment', async () => {
+    // Overlapping slots of one calendar (bad calendar data): the second booking passes every slot
+    // check; the schedule's reservation, written by the Appointment's own statement, refuses it.
+    await put(f, freeSlot('held-a', '2027-02-03T10:00:00Z', '2027-02-03T11:00:00Z'), freeSlot('held-b', '2027-02-03T10:30:00Z', '2027-02-03T11:30:00Z'));
+    const first = await book(f, proposal({ start: '2027-02-03T10:00:00Z', end: '2027-02-03T10:45:00Z', slot: [{ reference: 'Slot/held-a' }] }));
+    expect(first.status).toBe(201);
+    const second = await book(f, proposal({ start: '2027-02-03T10:40:00Z', end: '2027-02-03T11:10:00Z', slot: [{ reference: 'Slot/held-b' }] }));
+    expect(second.status).toBe(409);
+    expect(second.body.issue[0]).toMatchObject({ code: 'conflict', expression: ['Appointment.start'] });
+    // Nothing of the refused booking stays: its slot is still free.
+    expect(((await request(f.app).get('/fhir/Slot/held-b')).body as Slot).status).toBe('free');
+  });
+
   test('schedule mode cuts a longer free slot: the booked part is busy, the rest stays free', async () => {
     await put(f, freeSlot('long-free', '2027-02-01T08:00:00Z', '2027-02-01T12:00:00Z'));
     const { slot: _slot, ...appt } = proposal({ start: '2027-02-01T09:00:00Z', end: '2027-02-01T09:30:00Z' });
