@@ -4,7 +4,10 @@
  * same moment join it; an embedded store runs its statements synchronously, so without this each
  * write would carry one item), no timer: nothing waits when the server is idle, under load one
  * statement carries many. `write` answers each item, in order; an item whose key is already in the batch waits for
- * the next one (a statement touches a row once).
+ * the next one (a statement touches a row once). Without `keyOf` any item may join (reads).
+ *
+ * A batch starts after every item in it was submitted, so a read batched here sees everything
+ * committed before its caller asked.
  */
 export class GroupCommit<I, O> {
   private queue: { item: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
@@ -12,7 +15,7 @@ export class GroupCommit<I, O> {
 
   constructor(
     private readonly write: (items: I[]) => Promise<O[]>,
-    private readonly keyOf: (item: I) => string,
+    private readonly keyOf?: (item: I) => string,
     private readonly maxBatch = 500,
   ) {}
 
@@ -33,9 +36,9 @@ export class GroupCommit<I, O> {
         const rest: typeof this.queue = [];
         const keys = new Set<string>();
         for (const entry of this.queue) {
-          const key = this.keyOf(entry.item);
-          if (batch.length < this.maxBatch && !keys.has(key)) {
-            keys.add(key);
+          const key = this.keyOf?.(entry.item);
+          if (batch.length < this.maxBatch && (key === undefined || !keys.has(key))) {
+            if (key !== undefined) keys.add(key);
             batch.push(entry);
           } else rest.push(entry);
         }

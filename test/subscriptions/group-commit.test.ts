@@ -47,6 +47,15 @@ describe('GroupCommit: calls arriving while a write is in flight go out together
     ]);
   });
 
+  test('without a key every item joins (reads): equal items share one batch', async () => {
+    const w = recordingWrite();
+    const group = new GroupCommit<number, number>(w.write);
+    const all = [7, 7, 7].map((i) => group.submit(i));
+    await w.openNext();
+    expect(await Promise.all(all)).toEqual([14, 14, 14]);
+    expect(w.batches).toEqual([[7, 7, 7]]);
+  });
+
   test('a failed write rejects its own batch only; the group goes on', async () => {
     let calls = 0;
     const group = new GroupCommit<number, number>(

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { GroupCommit } from '../../shared/group-commit';
 import { SharedStateUnavailable, type SharedState, type SingleUse, type StateKey, type Window } from './shared-state';
 
 /**
@@ -8,11 +9,18 @@ import { SharedStateUnavailable, type SharedState, type SingleUse, type StateKey
  */
 export class RedisState implements SharedState {
   readonly kind = 'redis' as const;
+  /**
+   * Every request's single uses and counter (the enforcement point's and the token endpoint's):
+   * the calls made while one script call is in flight go out together in the next, one command
+   * for Redis and one write on the socket for all of them (each keeps its own answer, as if run
+   * one after the other).
+   */
+  private readonly ledger = new GroupCommit<LedgerCall, { first: boolean[]; count: number }>((calls) => this.ledgerBatch(calls));
 
   constructor(private readonly redis: Redis) {
-    // One script instead of a MULTI: one command for Redis to parse and run per request. ioredis
+    // One script instead of a MULTI: one command for Redis to parse and run per batch. ioredis
     // sends EVALSHA and falls back to EVAL when Redis lost its script cache (a restart).
-    if (!(FIRST_USES_AND_COUNT in redis)) redis.defineCommand(FIRST_USES_AND_COUNT, { lua: FIRST_USES_AND_COUNT_LUA });
+    if (!(LEDGER in redis)) redis.defineCommand(LEDGER, { lua: LEDGER_LUA });
     if (!(COUNT in redis)) redis.defineCommand(COUNT, { numberOfKeys: 1, lua: COUNT_LUA });
     if (!(FIRST_USE_AND_TAKE in redis)) redis.defineCommand(FIRST_USE_AND_TAKE, { numberOfKeys: 2, lua: FIRST_USE_AND_TAKE_LUA });
   }
@@ -37,12 +45,27 @@ export class RedisState implements SharedState {
     return Number(res);
   }
 
-  async firstUsesAndCount(uses: readonly SingleUse[], _now: Date, bucket: string, window: Window): Promise<{ first: boolean[]; count: number }> {
-    const script = (this.redis as unknown as Record<string, FirstUsesAndCount>)[FIRST_USES_AND_COUNT];
-    const keys = [counterKey(bucket, window), ...uses.map((u) => seenKey(u.key))];
-    const expiries = [wallExpiry(new Date(window.resetMs)), ...uses.map((u) => wallExpiry(u.expiresAt))].map(String);
-    const reply = await this.run(() => script.call(this.redis, keys.length, ...keys, ...expiries));
-    return { count: Number(reply[0]), first: uses.map((_, i) => reply[i + 1] === 1) };
+  firstUsesAndCount(uses: readonly SingleUse[], _now: Date, bucket: string, window: Window): Promise<{ first: boolean[]; count: number }> {
+    return this.ledger.submit({ uses, bucket, window });
+  }
+
+  private async ledgerBatch(calls: LedgerCall[]): Promise<{ first: boolean[]; count: number }[]> {
+    const script = (this.redis as unknown as Record<string, Ledger>)[LEDGER];
+    const keys: string[] = [];
+    const expiries: string[] = [];
+    for (const c of calls) {
+      keys.push(counterKey(c.bucket, c.window), ...c.uses.map((u) => seenKey(u.key)));
+      expiries.push(String(wallExpiry(new Date(c.window.resetMs))), ...c.uses.map((u) => String(wallExpiry(u.expiresAt))));
+    }
+    const sizes = calls.map((c) => String(1 + c.uses.length));
+    const reply = await this.run(() => script.call(this.redis, keys.length, ...keys, ...expiries, ...sizes));
+    let at = 0;
+    return calls.map((c) => {
+      const count = Number(reply[at]);
+      const first = c.uses.map((_, i) => reply[at + 1 + i] === 1);
+      at += 1 + c.uses.length;
+      return { count, first };
+    });
   }
 
   async firstUseAndTake(use: SingleUse, value: StateKey, now: Date): Promise<{ first: boolean; taken: boolean }> {
@@ -78,17 +101,29 @@ local stored = redis.call('GETDEL', KEYS[2])
 if not stored then stored = '' end
 return {first, stored}`;
 
-const FIRST_USES_AND_COUNT = 'terminusFirstUsesAndCount';
-type FirstUsesAndCount = (numberOfKeys: number, ...keysThenArgs: string[]) => Promise<number[]>;
+interface LedgerCall {
+  uses: readonly SingleUse[];
+  bucket: string;
+  window: Window;
+}
+
+const LEDGER = 'terminusLedger';
+type Ledger = (numberOfKeys: number, ...keysThenArgs: string[]) => Promise<number[]>;
 /**
- * KEYS: the counter, then the single-use keys; ARGV: their expiries (Unix ms), in the same order.
- * Returns {count, 1 or 0 per single-use key (1: first use)}.
+ * Calls in turn, each a counter followed by its single-use keys. KEYS: every call's keys; ARGV:
+ * their expiries (Unix ms) in the same order, then each call's number of keys. Returns, per call,
+ * {count, 1 or 0 per single-use key (1: first use)}, one flat list.
  */
-const FIRST_USES_AND_COUNT_LUA = `
-local out = {redis.call('INCR', KEYS[1])}
-redis.call('PEXPIREAT', KEYS[1], ARGV[1])
-for i = 2, #KEYS do
-  if redis.call('SET', KEYS[i], '1', 'PXAT', ARGV[i], 'NX') then out[i] = 1 else out[i] = 0 end
+const LEDGER_LUA = `
+local out = {}
+local k = 1
+for g = #KEYS + 1, #ARGV do
+  out[#out + 1] = redis.call('INCR', KEYS[k])
+  redis.call('PEXPIREAT', KEYS[k], ARGV[k])
+  for i = k + 1, k + tonumber(ARGV[g]) - 1 do
+    if redis.call('SET', KEYS[i], '1', 'PXAT', ARGV[i], 'NX') then out[#out + 1] = 1 else out[#out + 1] = 0 end
+  end
+  k = k + tonumber(ARGV[g])
 end
 return out`;
 
