@@ -1,10 +1,12 @@
 import type { Bundle, Slot } from '@medplum/fhirtypes';
 import request from 'supertest';
 import { composeTerminus, type Terminus } from '../../src/app';
-import { Repository } from '../../src/store';
+import { parseSearch } from '../../src/fhir/search-request';
+import { Repository, SearchWindowCache } from '../../src/store';
 import { searchCache } from '../../src/shared/metrics';
 import { asFhir, bookingFixture, FHIR_JSON, freeSlot, parameters, proposal, put, requestor, schedule, type BookingFixture } from '../booking/builders';
 import { createTestContext } from '../helpers/context';
+import { statementRecorder } from '../helpers/statements';
 
 /**
  * Issue 15: the calendar window cache. Two applications on one store (two replicas); every write
@@ -191,5 +193,25 @@ test('a window with a resource owned by an institution is cached per viewer: oth
     expect(await idsAs('A')).toBe(2);
     expect(await idsAs('B')).toBe(1);
     expect(await idsAs('all')).toBe(2);
+  }
+});
+
+test('searches of several windows at the same moment read their stamps in one statement; a write between two such moments is seen by the next', async () => {
+  const days = ['2027-05-03', '2027-05-04', '2027-05-05'];
+  await put(a, ...days.map((day, i) => slot(`st${i}`, 9, 'Cal-W', day)));
+  const repo = new Repository(a.ctx.db, a.env.baseUrl, a.ctx.now, [], new SearchWindowCache(100));
+  const request = (day: string) => parseSearch('Slot', [['schedule', 'Schedule/Cal-W'], ['status', 'free'], ['start', `ge${day}`], ['start', `le${day}`]]).request;
+  const ids = async () => (await Promise.all([...days, ...days].map((d) => repo.search(request(d))))).map((r) => r.matches.map((m) => m.id).join());
+  const recorder = statementRecorder();
+  recorder.start();
+  try {
+    expect(await ids()).toEqual(['st0', 'st1', 'st2', 'st0', 'st1', 'st2']);
+    expect(recorder.sent.filter((q) => q.includes('search_generation'))).toHaveLength(1);
+    recorder.sent.length = 0;
+    await put(a, slot('st1b', 10, 'Cal-W', days[1]));
+    expect(await ids()).toEqual(['st0', 'st1,st1b', 'st2', 'st0', 'st1,st1b', 'st2']);
+    expect(recorder.sent.filter((q) => q.includes('search_generation') && !q.includes('INSERT'))).toHaveLength(1);
+  } finally {
+    recorder.stop();
   }
 });

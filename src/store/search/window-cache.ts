@@ -1,4 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
+import { GroupCommit } from '../../shared/group-commit';
 import { searchCache } from '../../shared/metrics';
 import type { Viewer } from '../../shared/owner';
 import type { Db } from '../db';
@@ -19,6 +20,11 @@ interface Entry {
   result: SearchResult;
 }
 
+interface Stamp {
+  stamp: string;
+  owned: boolean;
+}
+
 /**
  * Results of the common calendar query (ISiK: `Slot?schedule=X&status=free&start=ge..&start=le..`),
  * kept per request shape and viewer (issue 15). Such a search depends only on the resources with
@@ -27,7 +33,9 @@ interface Entry {
  * cached result is used while the sum of its days' generations is what it was when the result
  * was read. That sum is one indexed statement instead of the search, asked of the shared store,
  * so a replica never answers from a result another replica's committed write made stale, and a
- * write rolled back changes nothing.
+ * write rolled back changes nothing. The stamps asked for while one such statement is in flight
+ * are read together by the next (one round trip for many requests under load); a statement
+ * starts after every request in it asked, so it sees every write committed before.
  *
  * The stamp is read before the search: a write committed in between makes the entry look stale at
  * once (a miss, never a stale hit). Searches inside a transaction, with includes, chains, `_has`
@@ -38,13 +46,15 @@ export class SearchWindowCache {
   private readonly entries = new Map<string, Entry>();
   /** Concurrent misses of one key and stamp share one search. */
   private readonly pending = new Map<string, Promise<SearchResult>>();
+  /** One batch of stamp reads per store (the repository's Db outside a transaction). */
+  private readonly stamps = new WeakMap<Db, GroupCommit<Window, Stamp>>();
 
   constructor(readonly maxEntries: number) {}
 
   async search(db: Db, request: SearchRequest, opts: { scope?: Viewer; baseUrl: string }, run: () => Promise<SearchResult>): Promise<SearchResult> {
     const window = db.inTransaction ? undefined : cacheableWindow(request, opts.baseUrl);
     if (!window) return run();
-    const { stamp, owned } = await readStamp(db, window);
+    const { stamp, owned } = await this.stampsOf(db).submit(window);
     // A window without owned resources looks the same to every viewer: one entry serves them all.
     const key = `${JSON.stringify(request)}\u0000${owned ? viewerKey(opts.scope) : '*'}\u0000${opts.baseUrl}`;
     const entry = this.entries.get(key);
@@ -67,6 +77,15 @@ export class SearchWindowCache {
       this.pending.set(flight, shared);
     }
     return shared;
+  }
+
+  private stampsOf(db: Db): GroupCommit<Window, Stamp> {
+    let reads = this.stamps.get(db);
+    if (!reads) {
+      reads = new GroupCommit<Window, Stamp>((windows) => readStamps(db, windows));
+      this.stamps.set(db, reads);
+    }
+    return reads;
   }
 
   private remember(key: string, entry: Entry): void {
@@ -93,14 +112,17 @@ export function cacheableWindow(request: SearchRequest, baseUrl: string): Window
   return { type: request.resourceType, ref: found.ref, firstDay: Math.floor(found.window.low / DAY_MS) - 1, lastDay: Math.floor(found.window.high / DAY_MS) };
 }
 
-async function readStamp(db: Db, w: Window): Promise<{ stamp: string; owned: boolean }> {
+/** Each window's stamp, in order: one statement for all of them. */
+async function readStamps(db: Db, windows: Window[]): Promise<Stamp[]> {
   const { rows } = await db.query<{ stamp: string; owned: boolean }>(
-    `SELECT coalesce(sum(generation), 0)::text AS stamp, coalesce(sum(owned), 0) <> 0 AS owned
-       FROM search_generation WHERE resource_type = $1 AND ref = $2 AND day BETWEEN $3 AND $4`,
-    [w.type, w.ref, w.firstDay, w.lastDay],
+    `SELECT coalesce(sum(g.generation), 0)::text AS stamp, coalesce(sum(g.owned), 0) <> 0 AS owned
+       FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) WITH ORDINALITY AS w(resource_type, ref, first_day, last_day, n)
+       LEFT JOIN search_generation g ON g.resource_type = w.resource_type AND g.ref = w.ref AND g.day BETWEEN w.first_day AND w.last_day
+      GROUP BY w.n ORDER BY w.n`,
+    [windows.map((w) => w.type), windows.map((w) => w.ref), windows.map((w) => w.firstDay), windows.map((w) => w.lastDay)],
     { prepare: true },
   );
-  return { stamp: rows[0]?.stamp ?? '0', owned: rows[0]?.owned ?? false };
+  return rows.map((r) => ({ stamp: r.stamp, owned: r.owned }));
 }
 
 function viewerKey(scope: Viewer | undefined): string {
