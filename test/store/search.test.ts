@@ -96,7 +96,7 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
     return result.resources.map((r) => r.id).sort();
   };
 
-  test.each([
+  const CASES: [string, string, string[]][] = [
     // token
     ['Schedule', 'active=true', ['s1']],
     ['Schedule', 'service-type=177', ['s1']],
@@ -192,8 +192,21 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
     ['CodeSystem', 'context-type-value=ResourceUsage$Schedule', []],
     // uri
     ['CodeSystem', 'url=http://terminus.local/cs/services', ['cs1']],
-  ])('%s?%s', async (type, query, expected) => {
+  ];
+  test.each(CASES)('%s?%s', async (type, query, expected) => {
     expect(await ids(type, query)).toEqual(expected);
+  });
+
+  test('every case at once, twice (searches of one shape asked for together share a statement), answers as each alone', async () => {
+    const twice = [...CASES, ...CASES];
+    expect(await Promise.all(twice.map(([type, query]) => ids(type, query)))).toEqual(twice.map(([, , expected]) => expected));
+  });
+
+  test('pages of one search shape asked for together come back each in its own order, with its own total', async () => {
+    const { request } = parseSearch('Slot', [['_count', '1'], ['_sort', 'start']]);
+    const pages = await Promise.all([0, 1, 2, 3, 4].map((offset) => repo.search({ ...request, offset })));
+    expect(pages.map((r) => r.resources.map((x) => x.id))).toEqual([['sl1'], ['sl2'], ['sl3'], ['sl4'], []]);
+    expect(pages.map((r) => r.total)).toEqual([4, 4, 4, 4, 4]);
   });
 
   test('`|code` never matches a bound code: R4 `|code` asks for a token without system, and a code-typed element has the implicit system of its required binding', async () => {

@@ -3,6 +3,7 @@ import type { Db } from '../db';
 import { isFhirId } from '../../shared/fhir-id';
 import { parseReference } from '../../shared/references';
 import { KVID_SYSTEM, PUBLIC_TO_PATIENTS, type Viewer } from '../../shared/owner';
+import { batchedReads } from './batched-reads';
 import { parseDateRange, toTimestamp, type DateRange } from './dates';
 import { normalizeString } from './extract';
 import { COMPOUND_INDEXES, searchParam } from './parameters';
@@ -104,17 +105,16 @@ export async function executeSearch(db: Db, request: SearchRequest, opts: { scop
   const order = [...request.sort.map((s) => sortSql(ctx, request.resourceType, s.param, s.descending)), 'm.id'].join(', ');
   const limit = request.totalOnly ? 0 : request.count;
   // The content as text: the answer copies it as stored instead of parsing and writing it again.
-  const { rows } = await db.query<{ total: string | number; resource_type: string | null; id: string | null; content: string | null }>(
-    `WITH m AS MATERIALIZED (${matches}),
+  type Row = { total: string | number; resource_type: string | null; id: string | null; content: string | null };
+  const sql = `WITH m AS MATERIALIZED (${matches}),
           page AS (SELECT m.resource_type, m.id, row_number() OVER (ORDER BY ${order}) AS n FROM m ORDER BY ${order} LIMIT ${p(ctx, limit)} OFFSET ${p(ctx, request.offset)})
-     SELECT (SELECT count(*) FROM m) AS total, res.resource_type, res.id, res.content::text AS content
+     SELECT (SELECT count(*) FROM m) AS total, res.resource_type, res.id, res.content::text AS content, page.n AS pos
        FROM (SELECT 1) one
        LEFT JOIN page ON true
        LEFT JOIN resource res ON res.resource_type = page.resource_type AND res.id = page.id
-      ORDER BY page.n`,
-    ctx.params,
-    { prepare: true },
-  );
+      ORDER BY page.n`;
+  // Outside a transaction, searches of the same shape asked for at the same moment share one statement.
+  const rows = db.inTransaction ? (await db.query<Row>(sql, ctx.params, { prepare: true })).rows : await batchedReads(db).query<Row>(sql, ctx.params, 'pos');
   const total = Number(rows[0]?.total ?? 0);
   const found: StoredMatch[] = [];
   for (const row of rows) if (row.content !== null) found.push({ resourceType: row.resource_type as string, id: row.id as string, json: row.content });
