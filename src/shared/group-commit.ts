@@ -4,10 +4,7 @@
  * same moment join it; an embedded store runs its statements synchronously, so without this each
  * write would carry one item), no timer: nothing waits when the server is idle, under load one
  * statement carries many. `write` answers each item, in order; an item whose key is already in the batch waits for
- * the next one (a statement touches a row once). Without `keyOf` any item may join (reads).
- *
- * A batch starts after every item in it was submitted, so a read batched here sees everything
- * committed before its caller asked.
+ * the next one (a statement touches a row once).
  */
 export class GroupCommit<I, O> {
   private queue: { item: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
@@ -15,7 +12,7 @@ export class GroupCommit<I, O> {
 
   constructor(
     private readonly write: (items: I[]) => Promise<O[]>,
-    private readonly keyOf?: (item: I) => string,
+    private readonly keyOf: (item: I) => string,
     private readonly maxBatch = 500,
   ) {}
 
@@ -36,9 +33,9 @@ export class GroupCommit<I, O> {
         const rest: typeof this.queue = [];
         const keys = new Set<string>();
         for (const entry of this.queue) {
-          const key = this.keyOf?.(entry.item);
-          if (batch.length < this.maxBatch && (key === undefined || !keys.has(key))) {
-            if (key !== undefined) keys.add(key);
+          const key = this.keyOf(entry.item);
+          if (batch.length < this.maxBatch && !keys.has(key)) {
+            keys.add(key);
             batch.push(entry);
           } else rest.push(entry);
         }
@@ -53,6 +50,44 @@ export class GroupCommit<I, O> {
       }
     } finally {
       this.busy = false;
+    }
+  }
+}
+
+/**
+ * Coalesces the calls made in one turn of the event loop into one call (`setImmediate`: the
+ * requests handled in one poll go together; no timer, so a lone call goes at once). Unlike
+ * GroupCommit, a batch does not wait for the one in flight: a stalled call holds only its own
+ * batch (each bounded by its store's timeout), never the calls after it. A batch starts after
+ * every item in it was submitted, so a read sees everything committed before its caller asked.
+ * `call` answers each item, in order.
+ */
+export class TickBatch<I, O> {
+  private queue: { item: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
+
+  constructor(
+    private readonly call: (items: I[]) => Promise<O[]>,
+    private readonly maxBatch = 500,
+  ) {}
+
+  submit(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      if (this.queue.push({ item, resolve, reject }) === 1) setImmediate(() => this.flush());
+    });
+  }
+
+  private flush(): void {
+    const waiting = this.queue;
+    this.queue = [];
+    for (let i = 0; i < waiting.length; i += this.maxBatch) void this.run(waiting.slice(i, i + this.maxBatch));
+  }
+
+  private async run(batch: typeof this.queue): Promise<void> {
+    try {
+      const out = await this.call(batch.map((e) => e.item));
+      batch.forEach((e, i) => e.resolve(out[i]));
+    } catch (err) {
+      for (const e of batch) e.reject(err);
     }
   }
 }

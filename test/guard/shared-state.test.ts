@@ -97,7 +97,7 @@ describe.each(adapters)('firstUsesAndCount on %s', (_name, make) => {
 });
 
 if (process.env.REDIS_URL) {
-  test('Redis: calls made while one script call is in flight go out together in the next (one command for many requests)', async () => {
+  test('Redis: calls made in one turn of the event loop go out together in one script call (one command for many requests)', async () => {
     const state = new RedisState(redis!);
     const script = jest.spyOn(redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>, 'terminusLedger');
     try {

@@ -49,6 +49,15 @@ test('a text whose batched form the database refuses answers each caller from it
   expect(recorder.sent).toEqual([sum, sum]);
 });
 
+test('a batch that fails for another reason (here a division by zero) answers every caller with its error, without asking again one by one', async () => {
+  const reads = new BatchedReads(ctx.db);
+  const div = 'SELECT 1 / $1::int AS x, 1 AS pos';
+  recorder.sent.length = 0;
+  const answers = await Promise.allSettled([reads.query(div, [0], 'pos'), reads.query(div, [0], 'pos')]);
+  expect(answers.map((a) => a.status)).toEqual(['rejected', 'rejected']);
+  expect(recorder.sent).toEqual([batchedSql(div, ['bigint'], 'pos')]);
+});
+
 test('parameters that are neither text, integers nor booleans run alone', async () => {
   const reads = new BatchedReads(ctx.db);
   const any = 'SELECT $1::text[] AS xs, 1 AS pos';

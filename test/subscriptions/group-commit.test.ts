@@ -1,4 +1,4 @@
-import { GroupCommit } from '../../src/shared/group-commit';
+import { GroupCommit, TickBatch } from '../../src/shared/group-commit';
 
 /** A write that records each batch and answers items doubled; it finishes when the test says so. */
 function recordingWrite() {
@@ -47,15 +47,6 @@ describe('GroupCommit: calls arriving while a write is in flight go out together
     ]);
   });
 
-  test('without a key every item joins (reads): equal items share one batch', async () => {
-    const w = recordingWrite();
-    const group = new GroupCommit<number, number>(w.write);
-    const all = [7, 7, 7].map((i) => group.submit(i));
-    await w.openNext();
-    expect(await Promise.all(all)).toEqual([14, 14, 14]);
-    expect(w.batches).toEqual([[7, 7, 7]]);
-  });
-
   test('a failed write rejects its own batch only; the group goes on', async () => {
     let calls = 0;
     const group = new GroupCommit<number, number>(
@@ -81,6 +72,42 @@ describe('GroupCommit: calls arriving while a write is in flight go out together
       2,
     );
     await Promise.all([1, 2, 3, 4, 5].map((i) => group.submit(i)));
+    expect(sizes).toEqual([2, 2, 1]);
+  });
+});
+
+describe('TickBatch: calls of one turn of the event loop go out together; batches do not wait for each other', () => {
+  test('one turn, one call; the next turn goes out while the first is still in flight', async () => {
+    const w = recordingWrite();
+    const batch = new TickBatch<number, number>(w.write);
+    const first = [1, 2, 2].map((i) => batch.submit(i));
+    while (w.batches.length < 1) await new Promise((r) => setImmediate(r));
+    const second = [3].map((i) => batch.submit(i));
+    while (w.batches.length < 2) await new Promise((r) => setImmediate(r)); // the first has not answered yet
+    expect(w.batches).toEqual([[1, 2, 2], [3]]);
+    await w.openNext();
+    await w.openNext();
+    expect(await Promise.all([...first, ...second])).toEqual([2, 4, 4, 6]);
+  });
+
+  test('a failed call rejects its own batch only', async () => {
+    let calls = 0;
+    const batch = new TickBatch<number, number>(async (items) => {
+      calls += 1;
+      if (calls === 1) throw new Error('store down');
+      return items;
+    });
+    await expect(Promise.all([batch.submit(1), batch.submit(2)])).rejects.toThrow('store down');
+    await expect(batch.submit(3)).resolves.toBe(3);
+  });
+
+  test('batches are capped', async () => {
+    const sizes: number[] = [];
+    const batch = new TickBatch<number, number>(async (items) => {
+      sizes.push(items.length);
+      return items;
+    }, 2);
+    await Promise.all([1, 2, 3, 4, 5].map((i) => batch.submit(i)));
     expect(sizes).toEqual([2, 2, 1]);
   });
 });

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { GroupCommit } from '../../shared/group-commit';
+import { TickBatch } from '../../shared/group-commit';
 import { SharedStateUnavailable, type SharedState, type SingleUse, type StateKey, type Window } from './shared-state';
 
 /**
@@ -11,11 +11,10 @@ export class RedisState implements SharedState {
   readonly kind = 'redis' as const;
   /**
    * Every request's single uses and counter (the enforcement point's and the token endpoint's):
-   * the calls made while one script call is in flight go out together in the next, one command
-   * for Redis and one write on the socket for all of them (each keeps its own answer, as if run
-   * one after the other).
+   * the calls made in one turn of the event loop go out together, one command for Redis and one
+   * write on the socket for all of them (each keeps its own answer, as if run one after the other).
    */
-  private readonly ledger = new GroupCommit<LedgerCall, { first: boolean[]; count: number }>((calls) => this.ledgerBatch(calls));
+  private readonly ledger = new TickBatch<LedgerCall, { first: boolean[]; count: number }>((calls) => this.ledgerBatch(calls));
 
   constructor(private readonly redis: Redis) {
     // One script instead of a MULTI: one command for Redis to parse and run per batch. ioredis

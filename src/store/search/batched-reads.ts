@@ -1,4 +1,4 @@
-import { GroupCommit } from '../../shared/group-commit';
+import { TickBatch } from '../../shared/group-commit';
 import type { Db } from '../db';
 
 type Row = Record<string, unknown>;
@@ -10,8 +10,8 @@ const MAX_TEXTS = 200;
  * Read statements of one text asked for by many requests at once, run as one statement (issue
  * 15): on this 2-core machine a statement's socket write, which wakes a database backend, costs
  * the server about as much as the statement's own work, and a search sends one per request.
- * The statements asked for while one batch is in flight go out together in the next: the text is
- * run once per parameter set, `CROSS JOIN LATERAL` over the parameter sets unnested, and the rows
+ * The statements asked for in one turn of the event loop go out together: the text is run once
+ * per parameter set, `CROSS JOIN LATERAL` over the parameter sets unnested, and the rows
  * are handed back per caller in the statement's own order (`order`, a column of its rows). A
  * batch starts after every request in it asked, so it reads what a statement of its own would.
  *
@@ -21,7 +21,7 @@ const MAX_TEXTS = 200;
  * requests of that batch then run one by one, and the text is not batched again.
  */
 export class BatchedReads {
-  private readonly groups = new Map<string, GroupCommit<unknown[], Row[]>>();
+  private readonly groups = new Map<string, TickBatch<unknown[], Row[]>>();
   private readonly alone = new Set<string>();
 
   constructor(private readonly db: Db) {}
@@ -33,7 +33,7 @@ export class BatchedReads {
     let group = this.groups.get(key);
     if (!group) {
       if (this.groups.size >= MAX_TEXTS) this.groups.clear();
-      group = new GroupCommit<unknown[], Row[]>((batch) => this.run(sql, types as string[], order, batch));
+      group = new TickBatch<unknown[], Row[]>((batch) => this.run(sql, types as string[], order, batch));
       this.groups.set(key, group);
     }
     return (await group.submit(params)) as T[];
@@ -50,8 +50,12 @@ export class BatchedReads {
       const columns = types.map((t, k) => batch.map((params) => params[k]));
       rows = (await this.db.query<Row & { batch_n: unknown }>(batchedSql(sql, types, order), columns, { prepare: true })).rows;
     } catch (err) {
-      // Class 42 (syntax error or access rule violation): the batched form itself is wrong for this text.
-      if (typeof (err as { code?: unknown }).code === 'string' && (err as { code: string }).code.startsWith('42')) this.alone.add(sql);
+      // Class 42 (syntax error or access rule violation): the batched form itself is wrong for
+      // this text. Anything else (a timeout, the store away) is every caller's answer: asked
+      // again one by one, each would wait as long once more.
+      const code = (err as { code?: unknown }).code;
+      if (typeof code !== 'string' || !code.startsWith('42')) throw err;
+      this.alone.add(sql);
       return Promise.all(batch.map((params) => this.one(sql, params)));
     }
     const out: Row[][] = batch.map(() => []);

@@ -1,5 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { GroupCommit } from '../../shared/group-commit';
+import { TickBatch } from '../../shared/group-commit';
 import { searchCache } from '../../shared/metrics';
 import type { Viewer } from '../../shared/owner';
 import type { Db } from '../db';
@@ -33,9 +33,9 @@ interface Stamp {
  * cached result is used while the sum of its days' generations is what it was when the result
  * was read. That sum is one indexed statement instead of the search, asked of the shared store,
  * so a replica never answers from a result another replica's committed write made stale, and a
- * write rolled back changes nothing. The stamps asked for while one such statement is in flight
- * are read together by the next (one round trip for many requests under load); a statement
- * starts after every request in it asked, so it sees every write committed before.
+ * write rolled back changes nothing. The stamps asked for in one turn of the event loop are read
+ * by one statement (one round trip for many requests under load); it starts after every request
+ * in it asked, so it sees every write committed before.
  *
  * The stamp is read before the search: a write committed in between makes the entry look stale at
  * once (a miss, never a stale hit). Searches inside a transaction, with includes, chains, `_has`
@@ -47,7 +47,7 @@ export class SearchWindowCache {
   /** Concurrent misses of one key and stamp share one search. */
   private readonly pending = new Map<string, Promise<SearchResult>>();
   /** One batch of stamp reads per store (the repository's Db outside a transaction). */
-  private readonly stamps = new WeakMap<Db, GroupCommit<Window, Stamp>>();
+  private readonly stamps = new WeakMap<Db, TickBatch<Window, Stamp>>();
 
   constructor(readonly maxEntries: number) {}
 
@@ -79,10 +79,10 @@ export class SearchWindowCache {
     return shared;
   }
 
-  private stampsOf(db: Db): GroupCommit<Window, Stamp> {
+  private stampsOf(db: Db): TickBatch<Window, Stamp> {
     let reads = this.stamps.get(db);
     if (!reads) {
-      reads = new GroupCommit<Window, Stamp>((windows) => readStamps(db, windows));
+      reads = new TickBatch<Window, Stamp>((windows) => readStamps(db, windows));
       this.stamps.set(db, reads);
     }
     return reads;
