@@ -172,6 +172,20 @@ export async function openPglite(dataDir?: string): Promise<Db> {
   }
 }
 
+/**
+ * An in-memory PGlite started from an image of another one's data directory (`pgliteImage`): it
+ * skips initdb, 3-5 s of CPU here, which a test suite opening a store per file pays a hundred times.
+ */
+export async function openPgliteFromImage(image: Blob): Promise<Db> {
+  return new PgliteDb(await PGlite.create(undefined, { extensions: { btree_gist }, loadDataDir: image }));
+}
+
+/** The data directory of a PGlite store as an uncompressed tar image, for openPgliteFromImage. */
+export function pgliteImage(db: Db): Promise<Blob> {
+  if (!(db instanceof PgliteDb)) throw new TypeError('pgliteImage: not a PGlite store');
+  return db.image();
+}
+
 /** The embedded store's directory is held by another live process (serve, import, migrate). */
 export class DataDirInUse extends Error {
   constructor(
@@ -381,6 +395,10 @@ class PgliteDb implements Db {
         throw err;
       }
     });
+  }
+
+  image(): Promise<Blob> {
+    return this.exclusive(() => this.pg.dumpDataDir('none'));
   }
 
   async close(): Promise<void> {
