@@ -13,7 +13,7 @@
 const [major, minor] = process.versions.node.split('.').map(Number);
 const NATIVE_REQUIRE_ESM = major > 24 || (major === 24 && minor >= 9);
 
-const project = (displayName, setupFiles, testPathIgnorePatterns = []) => ({
+const project = (displayName, setupFiles, testPathIgnorePatterns = [], extra = {}) => ({
   displayName,
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
@@ -28,6 +28,7 @@ const project = (displayName, setupFiles, testPathIgnorePatterns = []) => ({
   // Generous: the limit must hold on a busy 2-core machine (stress-ng --cpu 4), where spawning a
   // tsx process alone can take half a minute.
   testTimeout: 180000,
+  ...extra,
 });
 
 const embedded = project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded.ts']);
@@ -50,16 +51,24 @@ const CLIENT_SIDE = [
  */
 const BROWSER = ['<rootDir>/test/client/practice-page\\.test\\.ts'];
 
+/**
+ * A file that never reads DATABASE_URL (or REDIS_URL) runs the same in a project without it: such
+ * files run in `postgres` only (or are left out of `postgres-no-redis`), which saves CI a third of
+ * its time. test/store-env.js lists them, and the `postgres` project checks the lists on every run.
+ */
+const { STORE_FREE, REDIS_FREE } = require('./test/store-env');
+const paths = (files) => files.map((f) => `<rootDir>/${f.replace(/[.]/g, '\\.')}$`);
+
 /** @type {import('jest').Config} */
 module.exports = {
   projects: process.env.DATABASE_URL
     ? [
-        project('postgres', ['<rootDir>/test/setup-env.ts']),
-        project('postgres-no-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-postgres-no-redis.ts'], [...CLIENT_SIDE, ...BROWSER]),
-        project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded.ts'], BROWSER),
+        project('postgres', ['<rootDir>/test/setup-env.ts'], [], { setupFilesAfterEnv: ['<rootDir>/test/setup-env-reads.ts'] }),
+        project('postgres-no-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-postgres-no-redis.ts'], [...CLIENT_SIDE, ...BROWSER, ...paths(STORE_FREE), ...paths(REDIS_FREE)]),
+        project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded.ts'], [...BROWSER, ...paths(STORE_FREE)]),
         // PGlite + Redis adds little the two above do not cover (BullMQ and Redis state run in
         // `postgres`, PGlite in `embedded`); CI spends that time on the Node LTS run instead.
-        ...(process.env.REDIS_URL && process.env.TERMINUS_TEST_EMBEDDED_REDIS === '1' ? [project('embedded-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded-redis.ts'], [...CLIENT_SIDE, ...BROWSER])] : []),
+        ...(process.env.REDIS_URL && process.env.TERMINUS_TEST_EMBEDDED_REDIS === '1' ? [project('embedded-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded-redis.ts'], [...CLIENT_SIDE, ...BROWSER, ...paths(STORE_FREE), ...paths(REDIS_FREE)])] : []),
       ]
     : [embedded],
   testTimeout: 180000,

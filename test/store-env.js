@@ -1,0 +1,69 @@
+/**
+ * Which test files read the store selection from the environment. The projects of jest.config.js
+ * differ in nothing else (test/setup-*.ts delete DATABASE_URL or REDIS_URL), so a file that never
+ * reads a variable runs the same with or without it, and CI runs it where the answer can differ
+ * only. test/setup-env-reads.ts checks both lists in every run of the `postgres` project (both
+ * variables set): a listed file that reads a variable it is listed as not reading fails there.
+ */
+
+/**
+ * Read neither DATABASE_URL nor REDIS_URL (they open their own store, or none): run in `postgres`
+ * only, which CI runs on both Node versions.
+ */
+const STORE_FREE = [
+  'test/booking/patch/fhirpath-patch.test.ts',
+  'test/booking/patch/json-patch.test.ts',
+  'test/client/calendar-plan.test.ts',
+  'test/client/key-store.test.ts',
+  'test/config.test.ts',
+  'test/fhir/formats.test.ts',
+  'test/fhir/shared-answers.test.ts',
+  'test/fhir/validation.test.ts',
+  'test/fixtures.test.ts',
+  'test/guard/asl-vectors.test.ts',
+  'test/guard/pep/required-scopes.test.ts',
+  'test/ops-startup.test.ts',
+  'test/protocol/opening-hours.test.ts',
+  'test/store/demo.test.ts',
+  'test/store/extract-absent.test.ts',
+  'test/store/pglite-queue.test.ts',
+  'test/subscriptions/group-commit.test.ts',
+  'test/subscriptions/rest-hook.test.ts',
+];
+
+/** Read DATABASE_URL, never REDIS_URL: `postgres-no-redis` would run them exactly as `postgres` does. */
+const REDIS_FREE = [
+  'test/app.test.ts',
+  'test/booking/book.test.ts',
+  'test/booking/concurrency.test.ts',
+  'test/booking/flows.test.ts',
+  'test/booking/invariants.test.ts',
+  'test/booking/patch.test.ts',
+  'test/booking/patients-as-users.test.ts',
+  'test/booking/rejections.test.ts',
+  'test/booking/round-trips.test.ts',
+  'test/fhir/errors.test.ts',
+  'test/fhir/hostile-input.test.ts',
+  'test/fhir/isik-stufe5.test.ts',
+  'test/fhir/rest.test.ts',
+  'test/fhir/search-results.test.ts',
+  'test/fhir/stored-json.test.ts',
+  'test/fuzz.test.ts',
+  'test/guard/warm-up.test.ts',
+  'test/ops-metrics.test.ts',
+  'test/store/batched-reads.test.ts',
+  'test/store/connection-loss.test.ts',
+  'test/store/index-rows.test.ts',
+  'test/store/pool.test.ts',
+  'test/store/repository.test.ts',
+  'test/store/search.test.ts',
+  'test/store/window-cache.test.ts',
+  'test/store/write-interceptors.test.ts',
+  'test/subscriptions/channel-update.test.ts',
+  'test/subscriptions/events.test.ts',
+  'test/subscriptions/fan-out-batches.test.ts',
+  'test/subscriptions/lifecycle.test.ts',
+  'test/subscriptions/rules.test.ts',
+];
+
+module.exports = { STORE_FREE, REDIS_FREE };
