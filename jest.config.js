@@ -49,21 +49,32 @@ const CLIENT_SIDE = [
  * The practice page in a real Chromium talks to the server only through the guard: one run (on
  * PostgreSQL + Redis, or the embedded store without DATABASE_URL) covers it.
  */
-const BROWSER = ['<rootDir>/test/client/practice-page\\.test\\.ts'];
+const BROWSER_FILES = ['test/client/practice-page.test.ts'];
 
 /**
  * A file that never reads DATABASE_URL (or REDIS_URL) runs the same in a project without it: such
  * files run in `postgres` only (or are left out of `postgres-no-redis`), which saves CI a third of
  * its time. test/store-env.js lists them, and the `postgres` project checks the lists on every run.
  */
-const { STORE_FREE, REDIS_FREE } = require('./test/store-env');
+const { STORE_FREE, REDIS_FREE, WITH_REDIS } = require('./test/store-env');
 const paths = (files) => files.map((f) => `<rootDir>/${f.replace(/[.]/g, '\\.')}$`);
+const BROWSER = paths(BROWSER_FILES);
+
+/**
+ * CI (.ci/run) runs `postgres` in full on the Node LTS first, then the whole suite on the machine's
+ * Node with TERMINUS_TEST_LTS_COVERED=1. There `postgres` runs only the files that no other project
+ * runs as it would: those listed in test/store-env.js and the browser test. Every other file reads
+ * both variables and runs on this Node in `postgres-no-redis` or `embedded`, and with Redis on the
+ * LTS; so every file runs on both Nodes, and every store combination on one of them at least.
+ */
+const POSTGRES_ON_SECOND_NODE = { testMatch: [...STORE_FREE, ...REDIS_FREE, ...WITH_REDIS, ...BROWSER_FILES].map((f) => `<rootDir>/${f}`) };
+const LTS_COVERED = process.env.TERMINUS_TEST_LTS_COVERED === '1';
 
 /** @type {import('jest').Config} */
 module.exports = {
   projects: process.env.DATABASE_URL
     ? [
-        project('postgres', ['<rootDir>/test/setup-env.ts'], [], { setupFilesAfterEnv: ['<rootDir>/test/setup-env-reads.ts'] }),
+        project('postgres', ['<rootDir>/test/setup-env.ts'], [], { setupFilesAfterEnv: ['<rootDir>/test/setup-env-reads.ts'], ...(LTS_COVERED ? POSTGRES_ON_SECOND_NODE : {}) }),
         project('postgres-no-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-postgres-no-redis.ts'], [...CLIENT_SIDE, ...BROWSER, ...paths(STORE_FREE), ...paths(REDIS_FREE)]),
         project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded.ts'], [...BROWSER, ...paths(STORE_FREE)]),
         // PGlite + Redis adds little the two above do not cover (BullMQ and Redis state run in

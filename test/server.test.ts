@@ -60,7 +60,8 @@ describe('server lifecycle on the embedded store', () => {
 describe('terminus CLI', () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-cli-'));
   afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
-  const env = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent', DATABASE_URL: '' };
+  // The embedded store only, whatever the project's environment holds (test/store-env.js).
+  const env = { PATH: process.env.PATH, DATA_DIR: dataDir, LOG_LEVEL: 'silent' };
   const main = path.join(__dirname, '..', 'src', 'main.ts');
   const tsx = ['--import', 'tsx', main];
 

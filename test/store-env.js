@@ -24,6 +24,7 @@ const STORE_FREE = [
   'test/guard/pep/required-scopes.test.ts',
   'test/ops-startup.test.ts',
   'test/protocol/opening-hours.test.ts',
+  'test/server.test.ts',
   'test/store/demo.test.ts',
   'test/store/extract-absent.test.ts',
   'test/store/pglite-queue.test.ts',
@@ -66,4 +67,15 @@ const REDIS_FREE = [
   'test/subscriptions/rules.test.ts',
 ];
 
-module.exports = { STORE_FREE, REDIS_FREE };
+/**
+ * Files with tests that run only where both DATABASE_URL and REDIS_URL are set (`postgres`): the other
+ * projects skip them.
+ */
+const WITH_REDIS = [
+  'test/guard/rate-limit.test.ts',
+  'test/ops-faults.test.ts',
+  'test/ops-redis.test.ts',
+  'test/ops-tracing.test.ts',
+];
+
+module.exports = { STORE_FREE, REDIS_FREE, WITH_REDIS };
