@@ -5,11 +5,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ConfigError, loadConfig, type Config } from './config';
 import { projectPath } from './shared/paths';
-import { createLogger } from './logger';
-import { openStore, startServer } from './server';
-import { runImport } from './cli/import';
-import { runDevPki } from './cli/dev-pki';
-import { guardSettings, issueWorkloadToken, MAX_WORKLOAD_TOKEN_TTL_SEC, SigningKeys } from './guard';
+import type { createLogger } from './logger';
+
+// The application (FHIR definitions, the store, the guard) loads only for a command that uses it,
+// after the configuration is read: `--version`, help and a bad setting answer at once.
+const application = () => import('./server');
 
 const USAGE = `usage: terminus <command>
   serve               serve everything on PORT (default)
@@ -33,7 +33,7 @@ async function main(argv: string[]): Promise<number> {
       return serve(config);
     case 'migrate': {
       // openStore applies the migrations; the lock on DATA_DIR is held until close.
-      const db = await openStore(config);
+      const db = await (await application()).openStore(config);
       await db.close();
       process.stdout.write(db.applied.length ? `applied ${db.applied.join(', ')}\n` : 'schema up to date\n');
       return 0;
@@ -41,12 +41,12 @@ async function main(argv: string[]): Promise<number> {
     case 'workload-token':
       return printWorkloadToken(config, args);
     default:
-      return runImport(config, args);
+      return (await import('./cli/import')).runImport(config, args);
   }
 }
 
 async function runWithoutConfig(command: string, args: string[]): Promise<number> {
-  if (command === 'dev-pki') return runDevPki(args);
+  if (command === 'dev-pki') return (await import('./cli/dev-pki')).runDevPki(args);
   if (command === '--version' || command === '-v') {
     process.stdout.write(`${(JSON.parse(fs.readFileSync(projectPath('package.json'), 'utf8')) as { version: string }).version}\n`);
     return 0;
@@ -57,6 +57,7 @@ async function runWithoutConfig(command: string, args: string[]): Promise<number
 
 /** `terminus workload-token`: CONTRACT 11, this guard as the workload issuer of a service calling another guard. */
 async function printWorkloadToken(config: Config, args: string[]): Promise<number> {
+  const { guardSettings, issueWorkloadToken, MAX_WORKLOAD_TOKEN_TTL_SEC, SigningKeys } = await import('./guard');
   const values = (name: string) => args.flatMap((a, i) => (a === name && args[i + 1] !== undefined ? [args[i + 1]] : []));
   const sub = values('--sub')[0];
   const aud = values('--aud');
@@ -65,9 +66,9 @@ async function printWorkloadToken(config: Config, args: string[]): Promise<numbe
     process.stderr.write(`terminus: workload-token needs --sub SUBJECT and --aud AUDIENCE (the other guard's token endpoint or issuer); --ttl 1 to ${MAX_WORKLOAD_TOKEN_TTL_SEC} seconds (default 300)\n`);
     return 2;
   }
-  const db = await openStore(config);
+  const db = await (await application()).openStore(config);
   try {
-    const ctx = { config, db, logger: createLogger('silent'), now: () => new Date() };
+    const ctx = { config, db, logger: (await import('./logger')).createLogger('silent'), now: () => new Date() };
     const token = await issueWorkloadToken(new SigningKeys(ctx, guardSettings(config)), guardSettings(config), ctx.now(), { sub, aud, ttlSec: ttl });
     process.stdout.write(`${token}\n`);
     return 0;
@@ -77,8 +78,8 @@ async function printWorkloadToken(config: Config, args: string[]): Promise<numbe
 }
 
 async function serve(config: Config): Promise<number> {
-  const logger = createLogger(config.logLevel, config.logFormat);
-  const server = await startServer(config);
+  const logger = (await import('./logger')).createLogger(config.logLevel, config.logFormat);
+  const server = await (await application()).startServer(config);
   logger.info({ url: server.url, publicUrl: config.publicUrl, store: server.ctx.db.kind, metrics: server.metricsUrl ?? 'off' }, 'terminus listening');
   logDevelopmentCards(config, logger);
   await new Promise<void>((resolve) => {

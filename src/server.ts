@@ -131,6 +131,8 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
  * rejects with a ConfigError naming the variable where one is to blame (HOST, PORT, ...).
  */
 export async function startServer(config: Config, ctx?: AppContext): Promise<RunningServer> {
+  // A HOST or PORT that cannot be had fails the start at once, before the store is opened and migrated.
+  await addressIsFree(config);
   const context = ctx ?? (await createContext(config));
   let server: http.Server | undefined;
   let metrics: http.Server | undefined;
@@ -195,6 +197,17 @@ const SHUTDOWN_STEP_MS = 5000;
 async function closeContext(ctx: AppContext): Promise<void> {
   ctx.redis?.disconnect();
   await ctx.db.close().catch((err) => ctx.logger.warn({ err: errorText(err) }, 'closing the store failed'));
+}
+
+/**
+ * Binds HOST:PORT and lets go again. The server itself listens only once it is ready (/readyz), after
+ * seconds of start-up work; this tells an operator at once. Another process may still take the port
+ * in between: then the listen itself fails with the same message.
+ */
+async function addressIsFree(config: Config): Promise<void> {
+  const probe = http.createServer();
+  await listen(probe, config);
+  await new Promise((resolve) => probe.close(resolve));
 }
 
 /** Listen errors name the variable to change: an unknown or foreign HOST, a taken or privileged PORT. */
