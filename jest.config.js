@@ -62,12 +62,14 @@ const BROWSER = paths(BROWSER_FILES);
 
 /**
  * CI (.ci/run) runs `postgres` in full on the Node LTS first, then the whole suite on the machine's
- * Node with TERMINUS_TEST_LTS_COVERED=1. There `postgres` runs only the files that no other project
- * runs as it would: those listed in test/store-env.js and the browser test. Every other file reads
- * both variables and runs on this Node in `postgres-no-redis` or `embedded`, and with Redis on the
- * LTS; so every file runs on both Nodes, and every store combination on one of them at least.
+ * Node with TERMINUS_TEST_LTS_COVERED=1. There `postgres` runs only the files no other project runs
+ * on this Node: those that read no store variable, those that need Redis, and the browser test.
+ * A file that reads DATABASE_URL but never REDIS_URL runs here in `embedded` (PGlite) and ran on
+ * PostgreSQL on the LTS; every other file runs here in `postgres-no-redis` or `embedded`, and with
+ * Redis on the LTS. So every file runs on both Nodes, every store combination on one of them at
+ * least, and the deployed one (the LTS on PostgreSQL + Redis) in full.
  */
-const POSTGRES_ON_SECOND_NODE = { testMatch: [...STORE_FREE, ...REDIS_FREE, ...WITH_REDIS, ...BROWSER_FILES].map((f) => `<rootDir>/${f}`) };
+const POSTGRES_ON_SECOND_NODE = { testMatch: [...STORE_FREE, ...WITH_REDIS, ...BROWSER_FILES].map((f) => `<rootDir>/${f}`) };
 const LTS_COVERED = process.env.TERMINUS_TEST_LTS_COVERED === '1';
 
 /** @type {import('jest').Config} */

@@ -66,7 +66,16 @@ async function freshPglite(): Promise<Db> {
   const tmp = `${file}.${process.pid}-${crypto.randomBytes(4).toString('hex')}`;
   fs.writeFileSync(tmp, image);
   fs.renameSync(tmp, file); // atomic: a parallel worker reads a whole image or none
+  removeOtherImages(file);
   return db;
+}
+
+/** Images of other migration sets or PGlite versions (42 MB each) are not used again. */
+function removeOtherImages(kept: string): void {
+  const dir = path.dirname(kept);
+  for (const name of fs.readdirSync(dir)) {
+    if (/^terminus-pglite-image-[0-9a-f]{16}\.tar$/.test(name) && path.join(dir, name) !== kept) fs.rmSync(path.join(dir, name), { force: true });
+  }
 }
 
 function imagePath(): string {

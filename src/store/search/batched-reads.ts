@@ -47,7 +47,7 @@ export class BatchedReads {
     if (batch.length === 1) return [await this.one(sql, batch[0])];
     let rows: (Row & { batch_n: unknown })[];
     try {
-      const columns = types.map((t, k) => batch.map((params) => params[k]));
+      const columns = types.map((_type, k) => batch.map((params) => params[k]));
       rows = (await this.db.query<Row & { batch_n: unknown }>(batchedSql(sql, types, order), columns, { prepare: true })).rows;
     } catch (err) {
       // Class 42 (syntax error or access rule violation): the batched form itself is wrong for
