@@ -17,7 +17,7 @@ import { startFloorServer, startServerProcess, type ServerProcess } from './lib/
 
 /** What the numbers mean, printed after the tables. */
 export const PEP_READING =
-  'Reading: per request the guard costs one ES256 signature check of the proof (node:crypto on a key object cached per proof key; verified access tokens are cached), a few SHA-256 hashes, a check that the token\'s session is not revoked (cached per session for at most 1 s), and its share of one round trip to the shared state (one Redis script call for all the requests that asked in one turn of the event loop, or one PostgreSQL statement committed without waiting for the WAL flush; in memory for the embedded store). Searches of one shape asked for together share one statement the same way, and so do the window cache\'s generation reads. The floors are what a server must do for the same answer on this machine one request at a time: the HTTP floor answers the same bytes from a bare `node:http` server; the SQL floor adds the statement Terminus runs for the query, replayed with `pg` (prepared) once per request; the guarded floor adds one ES256 check on a cached key object and one Redis script call per request. Terminus, sharing statements and script calls between requests, can pass them. Ratios are per round (the scenarios of a round run back to back, their order rotating), then the median. CPU per request is read from /proc for the server process, all PostgreSQL processes and Redis over each round; the load generator runs on the same 2 cores.';
+  'Reading: per request the guard costs one ES256 signature check of the proof (node:crypto on a key object cached per proof key; verified access tokens are cached), a few SHA-256 hashes, a check that the token\'s session is not revoked (cached per session for at most 1 s), and its share of one round trip to the shared state (one Redis script call for all the requests that asked in one turn of the event loop, or one PostgreSQL statement committed without waiting for the WAL flush; in memory for the embedded store). Searches of one shape asked for together share one statement the same way, and so do the window cache\'s generation reads. The floors are what a server must do for the same answer on this machine one request at a time: the HTTP floor answers the same bytes from a bare `node:http` server; the SQL floor adds the statement Terminus runs for the query, replayed with `pg` (prepared) once per request; the guarded floor adds one ES256 check on a cached key object and one Redis script call per request. The cached guarded floor is the HTTP floor with the ES256 check and the Redis call and no statement at all: what any guarded answer from memory costs. A cache hit of Terminus also reads its window\'s stamp from the store, so that no replica answers from a result another replica\'s write made stale (one statement for all the hits of a turn of the event loop). Terminus, sharing statements and script calls between requests, can pass them. Ratios are per round (the scenarios of a round run back to back, their order rotating), then the median. CPU per request is read from /proc for the server process, all PostgreSQL processes and Redis over each round; the load generator runs on the same 2 cores.';
 
 const SCHEDULES = 20;
 const SLOTS_PER_SCHEDULE = 1000;
@@ -75,24 +75,30 @@ async function benchOn({ env, envCopy, envCopy2, store, postgres, cleanup }: Awa
     const scenarios: Scenario[] = [
       { name: 'guard off (`GUARD_ENFORCEMENT=off`), no cache', server: off, next: offNext, floor: 'SQL floor' },
       { name: 'guard on (DPoP token + proof, jti, rate limit, scopes, identity headers), no cache', server: on, next: await authenticatedRequests(on.url, ca, 120_000), floor: 'guarded floor' },
-      { name: 'guard on, calendar window cache (`SEARCH_CACHE_ENTRIES` default)', server: cached, next: await authenticatedRequests(cached.url, ca, 160_000), floor: 'guarded floor' },
+      { name: 'guard on, calendar window cache (`SEARCH_CACHE_ENTRIES` default)', server: cached, next: await authenticatedRequests(cached.url, ca, 160_000), floor: postgres ? 'cached guarded floor' : undefined },
     ];
     if (postgres) {
       const answers = await floorAnswers(off.url);
       const dbEnv = { DATABASE_URL: env.DATABASE_URL, REDIS_URL: process.env.REDIS_URL ?? '' };
       const http = await start(startFloorServer({ answers: withoutSql(answers) }));
       const sql = await start(startFloorServer({ answers }, dbEnv));
-      const guarded = await start(startFloorServer({ answers: await floorAnswers(off.url, { institution: '1-BENCH-0', seesAll: false }), verifies: 1, redis: !!process.env.REDIS_URL }, dbEnv));
+      const viewer = { institution: '1-BENCH-0', seesAll: false };
+      const guardedAnswers = await floorAnswers(off.url, viewer);
+      const guarded = await start(startFloorServer({ answers: guardedAnswers, verifies: 1, redis: !!process.env.REDIS_URL }, dbEnv));
+      const hit = await start(startFloorServer({ answers: withoutSql(guardedAnswers), verifies: 1, redis: !!process.env.REDIS_URL }, dbEnv));
       scenarios.push(
         { name: 'HTTP floor (`node:http`, the same bytes)', server: http, next: offNext },
         { name: 'SQL floor (HTTP floor + the search statement with `pg`)', server: sql, next: offNext },
         { name: `guarded floor (SQL floor + one ES256 check${process.env.REDIS_URL ? ' + one Redis script call' : ''})`, server: guarded, next: offNext },
+        { name: `cached guarded floor (HTTP floor + one ES256 check${process.env.REDIS_URL ? ' + one Redis script call' : ''}, no statement)`, server: hit, next: offNext },
       );
     }
     const measured = await rotatingRounds(scenarios, CONNECTIONS, ROUND_MS, postgres);
-    // Unloaded latency: one connection, so queueing does not hide or inflate the guard's own cost.
-    const one = await rotatingRounds(scenarios.slice(0, 2), 1, ROUND_MS / 2, postgres);
     const floorOf = (name: string | undefined) => scenarios.findIndex((x) => name !== undefined && x.name.startsWith(name));
+    // Unloaded latency: one connection, so queueing does not hide or inflate the guard's own cost.
+    // With PostgreSQL the floors too: what one ES256 check and one Redis call add at p50 by themselves.
+    const unloaded = postgres ? [0, 1, floorOf('SQL floor'), floorOf('guarded floor')] : [0, 1];
+    const one = await rotatingRounds(unloaded.map((i) => scenarios[i]), 1, ROUND_MS / 2, postgres);
     const rows = scenarios.map((sc, i) => {
       const m = medianOf(measured[i].runs);
       const f = floorOf(sc.floor);
@@ -103,6 +109,9 @@ async function benchOn({ env, envCopy, envCopy2, store, postgres, cleanup }: Awa
     const cachedKeeps = median(measured[2].runs.map((r, k) => r.rps / measured[1].runs[k].rps));
     const a1 = medianOf(one[0].runs);
     const b1 = medianOf(one[1].runs);
+    const floorsAdd = postgres
+      ? ` The floors unloaded: SQL floor p50 ${ms(medianOf(one[2].runs).p50)} ms, guarded floor ${ms(medianOf(one[3].runs).p50)} ms, so one ES256 check and one Redis call add ${(medianOf(one[3].runs).p50 - medianOf(one[2].runs).p50).toFixed(2)} ms at p50 by themselves.`
+      : '';
     return [
       `Store: ${store}; ${(SCHEDULES * SLOTS_PER_SCHEDULE).toLocaleString('en')} Slots in ${SCHEDULES} Schedules; query \`Slot?schedule=X&status=free&start=ge..&start=le..&_count=10\` (one day; 560 distinct queries). Each server in its own process on a copy of the same data, default log level; ${CONNECTIONS} connections, ${ROUNDS} rounds of ${ROUND_MS / 1000} s per scenario after a ${WARMUP_MS / 1000} s warm-up, the scenarios of a round back to back in rotating order; the table shows the median round (requests: sum of all rounds). Machine: ${os.cpus().length} cores, load average (1 / 5 / 15 min) ${loadAtStart} at the start, ${loadAverage()} at the end. Guard on: ${CONNECTIONS} institutions (one token and DPoP key each), a fresh proof per request.`,
       '',
@@ -110,7 +119,7 @@ async function benchOn({ env, envCopy, envCopy2, store, postgres, cleanup }: Awa
       '|---|---|---|---|---|---|---|---|',
       ...rows,
       '',
-      `Guard on keeps ${(keeps * 100).toFixed(0)}% of the unguarded throughput (per round: ${measured[1].runs.map((r, k) => `${((r.rps / measured[0].runs[k].rps) * 100).toFixed(0)}%`).join(', ')}); the window cache multiplies the guarded throughput by ${cachedKeeps.toFixed(2)}. Unloaded (1 connection, ${ROUNDS} rounds): guard off p50 ${ms(a1.p50)} ms, on ${ms(b1.p50)} ms, so the guard adds ${(b1.p50 - a1.p50).toFixed(2)} ms at p50 and ${(b1.p99 - a1.p99).toFixed(2)} ms at p99.`,
+      `Guard on keeps ${(keeps * 100).toFixed(0)}% of the unguarded throughput (per round: ${measured[1].runs.map((r, k) => `${((r.rps / measured[0].runs[k].rps) * 100).toFixed(0)}%`).join(', ')}); the window cache multiplies the guarded throughput by ${cachedKeeps.toFixed(2)}. Unloaded (1 connection, ${ROUNDS} rounds): guard off p50 ${ms(a1.p50)} ms, on ${ms(b1.p50)} ms, so the guard adds ${(b1.p50 - a1.p50).toFixed(2)} ms at p50 and ${(b1.p99 - a1.p99).toFixed(2)} ms at p99.${floorsAdd}`,
       'Aims (issue 15): without the cache at least 0.6 of the floor, the guard keeping at least 0.85 of the unguarded throughput and adding under 0.3 ms at p50; with the cache at least 2,000 req/s on a quiet 2-core machine.',
     ].join('\n');
   } finally {
