@@ -69,6 +69,20 @@ describe('serve with a bad setting stops with one line naming the variable', () 
     // The failed start released the embedded store.
     expect(fs.existsSync(path.join(dataDir, 'terminus.lock'))).toBe(false);
   }, 120_000);
+
+  test('a taken PORT or a foreign HOST stops the start before the store is opened: a new DATA_DIR stays empty', async () => {
+    const fresh = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-ops-fresh-'));
+    try {
+      for (const env of [{ PORT: String(takenPort) }, { HOST: 'no.such.host.invalid' }]) {
+        const r = await terminus(['serve'], { ...env, DATA_DIR: fresh });
+        expect(r.code).toBe(2);
+        expect(r.stderr.trim()).toMatch(/^terminus: (PORT|HOST): /);
+        expect(fs.readdirSync(fresh)).toEqual([]);
+      }
+    } finally {
+      fs.rmSync(fresh, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
 
 describe('one process at a time on the embedded DATA_DIR', () => {
