@@ -1,4 +1,5 @@
 import type { OperationOutcomeIssue } from '@medplum/fhirtypes';
+import { deepFreeze, Memo } from '../shared/frozen';
 import { badRequest, issue } from '../shared/outcomes';
 import { parseDateRange } from '../store';
 import { searchParam, SPECIAL_PARAMS, type SearchParamDef } from '../store';
@@ -25,12 +26,25 @@ const TOTAL_VALUES = new Set(['none', 'estimate', 'accurate']);
 const TOKEN_MODIFIERS = new Set(['not', 'missing', 'text']);
 const STRING_MODIFIERS = new Set(['exact', 'contains', 'missing']);
 
+/** Distinct queries whose parse is remembered (a calendar asks the same few again and again). */
+const PARSED_QUERIES = 2048;
+
+const parsed = new Memo<ParsedSearch>(PARSED_QUERIES);
+
 /**
  * Parses FHIR search parameters (name/value pairs, repeats AND-ed, commas OR-ed) into a request.
  * Unknown parameters are ignored with a warning, or rejected with 400 when `strict`
- * (`Prefer: handling=strict`).
+ * (`Prefer: handling=strict`). The parse depends on nothing else: the same query is parsed once
+ * (the enforcement point and the search share it) and the answer is frozen, shared by every
+ * request that asks it.
  */
-export function parseSearch(resourceType: string, pairs: [string, string][], strict = false): ParsedSearch {
+export function parseSearch(resourceType: string, pairs: readonly (readonly [string, string])[], strict = false): ParsedSearch {
+  let key = `${resourceType}\u0001${strict ? 's' : 'l'}`;
+  for (const [n, v] of pairs) key += `\u0001${n}\u0000${v}`;
+  return parsed.get(key, () => deepFreeze(parseAnew(resourceType, pairs, strict)));
+}
+
+function parseAnew(resourceType: string, pairs: readonly (readonly [string, string])[], strict: boolean): ParsedSearch {
   const warnings: OperationOutcomeIssue[] = [];
   const request: SearchRequest = {
     resourceType,

@@ -42,7 +42,8 @@ function answerShape(type: string, req: FhirRequest, env: FhirEnv, includes: boo
   return JSON.stringify([type, env.baseUrl, req.query, preferHeader(req).handling ?? '', includes && req.identity ? [scopeContextOf(req.identity), req.identity.scopes] : null]);
 }
 
-function searchsetBundle(type: string, req: FhirRequest, env: FhirEnv, request: SearchRequest, warnings: OperationOutcomeIssue[], result: SearchResult): Bundle {
+function searchsetBundle(type: string, req: FhirRequest, env: FhirEnv, request: SearchRequest, parseWarnings: readonly OperationOutcomeIssue[], result: SearchResult): Bundle {
+  const warnings = [...parseWarnings];
   const included = result.included.filter((r) => mayRead(req.identity, r.resourceType));
   if (included.length < result.included.length) {
     const types = [...new Set(result.included.filter((r) => !included.includes(r)).map((r) => r.resourceType))].sort();

@@ -1,4 +1,6 @@
 import { builtOnce, encodedOnce } from '../../src/fhir/shared-answers';
+import { parseSearch } from '../../src/fhir/search-request';
+import { Memo } from '../../src/shared/frozen';
 
 /** Issue 15: answers around a result the window cache shares are built once per request shape. */
 test('a frozen result gets one answer per shape, built once; an unfrozen one gets a new answer every time', () => {
@@ -32,4 +34,34 @@ test('the bytes of a frozen body are encoded once per format', () => {
   expect(encodedOnce(body, 'json', encode).bytes.toString()).toBe('1');
   expect(encodedOnce(body, 'xml', encode).bytes.toString()).toBe('2');
   expect(encodedOnce({ resourceType: 'Bundle' }, 'json', encode).bytes.toString()).toBe('3');
+});
+
+/** Issue 15: the enforcement point and the search parse the same query; each distinct query is parsed once. */
+test('a query is parsed once and shared frozen; the handling is part of the query; a bad one throws every time', () => {
+  const pairs: [string, string][] = [['schedule', 'Schedule/s1'], ['status', 'free'], ['start', 'ge2030-01-01'], ['start', 'le2030-01-02'], ['nonsense', 'x']];
+  const first = parseSearch('Slot', pairs);
+  expect(parseSearch('Slot', pairs.map(([n, v]) => [n, v]))).toBe(first);
+  expect(Object.isFrozen(first.request.filters[0].values)).toBe(true);
+  expect(Object.isFrozen(first.warnings[0])).toBe(true);
+  expect(() => (first.request.filters as unknown[]).push({})).toThrow(TypeError);
+  expect(first.warnings).toHaveLength(1);
+  expect(() => parseSearch('Slot', pairs, true)).toThrow(/nonsense/);
+  expect(parseSearch('Slot', pairs.slice(0, 4))).not.toBe(first);
+  for (let i = 0; i < 2; i++) expect(() => parseSearch('Slot', [['_count', 'many']])).toThrow(/_count/);
+});
+
+test('a memo keeps its most recently used keys and does not remember a throw', () => {
+  const memo = new Memo<{ k: string }>(2);
+  let made = 0;
+  const get = (k: string) => memo.get(k, () => (made++, { k }));
+  const a = get('a');
+  get('b');
+  expect(get('a')).toBe(a); // 'a' is now the most recent
+  get('c'); // 'b' goes
+  expect(made).toBe(3);
+  expect(get('a')).toBe(a);
+  get('b');
+  expect(made).toBe(4);
+  expect(() => memo.get('x', () => { throw new Error('no'); })).toThrow('no');
+  expect(memo.get('x', () => ({ k: 'x' }))).toEqual({ k: 'x' });
 });

@@ -1,5 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
 import { TickBatch } from '../../shared/group-commit';
+import { deepFreeze } from '../../shared/frozen';
 import { searchCache } from '../../shared/metrics';
 import type { Viewer } from '../../shared/owner';
 import type { Db } from '../db';
@@ -52,11 +53,11 @@ export class SearchWindowCache {
   constructor(readonly maxEntries: number) {}
 
   async search(db: Db, request: SearchRequest, opts: { scope?: Viewer; baseUrl: string }, run: () => Promise<SearchResult>): Promise<SearchResult> {
-    const window = db.inTransaction ? undefined : cacheableWindow(request, opts.baseUrl);
-    if (!window) return run();
-    const { stamp, owned } = await this.stampsOf(db).submit(window);
+    const shape = db.inTransaction ? undefined : requestShape(request, opts.baseUrl);
+    if (!shape) return run();
+    const { stamp, owned } = await this.stampsOf(db).submit(shape.window);
     // A window without owned resources looks the same to every viewer: one entry serves them all.
-    const key = `${JSON.stringify(request)}\u0000${owned ? viewerKey(opts.scope) : '*'}\u0000${opts.baseUrl}`;
+    const key = `${shape.key}\u0000${owned ? viewerKey(opts.scope) : '*'}`;
     const entry = this.entries.get(key);
     if (entry && entry.stamp === stamp) {
       this.entries.delete(key); // most recently used last
@@ -99,6 +100,27 @@ export class SearchWindowCache {
   }
 }
 
+/** A cacheable request's window and the part of its entries' key that the request makes. */
+interface Shape {
+  window: Window;
+  key: string;
+}
+
+/** Shapes of frozen requests (a parsed query shared by every request that asks it: fhir/search-request.ts), per base URL. */
+const shapes = new WeakMap<SearchRequest, Map<string, Shape | undefined>>();
+
+function requestShape(request: SearchRequest, baseUrl: string): Shape | undefined {
+  const make = (): Shape | undefined => {
+    const window = cacheableWindow(request, baseUrl);
+    return window && { window, key: `${JSON.stringify(request)}\u0000${baseUrl}` };
+  };
+  if (!Object.isFrozen(request)) return make();
+  let perBase = shapes.get(request);
+  if (!perBase) shapes.set(request, (perBase = new Map()));
+  if (!perBase.has(baseUrl)) perBase.set(baseUrl, make());
+  return perBase.get(baseUrl);
+}
+
 /**
  * The days a request's matches can lie in, when the compound index drives it and nothing else
  * (other resources, the clock) can change its result. The compound date parameters are instants
@@ -131,14 +153,9 @@ function viewerKey(scope: Viewer | undefined): string {
 }
 
 function frozen(result: SearchResult): SearchResult {
-  const deep = (v: unknown): void => {
-    if (v === null || typeof v !== 'object' || Object.isFrozen(v)) return;
-    Object.freeze(v);
-    for (const x of Object.values(v)) deep(x);
-  };
   // Parsed now, once for every request the entry serves (they share the objects).
-  deep(result.resources as Resource[]);
-  deep(result.included as Resource[]);
-  deep(result.matches as StoredMatch[]);
+  deepFreeze(result.resources as Resource[]);
+  deepFreeze(result.included as Resource[]);
+  deepFreeze(result.matches as StoredMatch[]);
   return Object.freeze(result);
 }
