@@ -18,7 +18,7 @@ import { createDevPki, writeDevPki } from '../src/guard/pki/dev-pki';
 import { Pool } from 'pg';
 import { checkout } from './compare';
 import { cpuMeter, loadAverage } from './lib/cpu';
-import { freePort, startFloorServer, startServerProcess } from './lib/server';
+import { freePort, serverNode, startFloorServer, startServerProcess } from './lib/server';
 
 const CONNECTIONS = 32;
 const DURATION_MS = Number(process.env.BENCH_GUARD_MS ?? 15_000);
@@ -326,7 +326,7 @@ async function startOidcProvider(): Promise<OidcProvider> {
   const clientKey = await generateEcKey();
   const port = String(await freePort());
   const issuer = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'guard-oidc-provider-server.ts')], {
+  const child = spawn(serverNode(), ['--import', 'tsx', path.join(__dirname, 'guard-oidc-provider-server.ts')], {
     env: { ...process.env, PORT: port, NODE_ENV: 'production', BENCH_CLIENT_JWK: JSON.stringify({ ...clientKey.publicJwk, use: 'sig', alg: 'ES256' }) },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { benchBook } from './book';
@@ -10,6 +11,7 @@ import { benchTpm } from './tpm';
 import { benchClient } from './client';
 import { benchAsl } from './asl';
 import { benchStart } from './start';
+import { serverNode } from './lib/server';
 
 /**
  * `npm run bench [name...]`: runs the named benchmarks (all by default) and rewrites their
@@ -28,6 +30,12 @@ const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
   compare: { title: 'This tree against a baseline revision: enforcement point and search (same run)', run: benchCompare },
 };
 
+/** The Node versions of the run: the servers' and floors' (BENCH_SERVER_NODE), and the load generator's when it differs. */
+function runtimes(): string {
+  const servers = serverNode() === process.execPath ? process.version : execFileSync(serverNode(), ['--version'], { encoding: 'utf8' }).trim();
+  return servers === process.version ? `${servers} (the servers, floors and load generator alike)` : `${servers} (the servers and floors; the load generator on ${process.version})`;
+}
+
 async function main(): Promise<void> {
   // `compare` needs a baseline revision and runs on request only.
   const names = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(BENCHES).filter((n) => n !== 'compare');
@@ -38,7 +46,7 @@ async function main(): Promise<void> {
     if (!bench) throw new Error(`unknown benchmark ${name}; known: ${Object.keys(BENCHES).join(', ')}`);
     process.stdout.write(`running ${name}...\n`);
     const body = await bench.run();
-    const section = `<!-- bench:${name} -->\n## ${bench.title}\n\nMeasured ${new Date().toISOString().slice(0, 16)}Z.\n\n${body}\n<!-- /bench:${name} -->`;
+    const section = `<!-- bench:${name} -->\n## ${bench.title}\n\nMeasured ${new Date().toISOString().slice(0, 16)}Z on Node ${runtimes()}.\n\n${body}\n<!-- /bench:${name} -->`;
     const re = new RegExp(`<!-- bench:${name} -->[\\s\\S]*?<!-- /bench:${name} -->`);
     doc = re.test(doc) ? doc.replace(re, section) : `${doc.trimEnd()}\n\n${section}\n`;
     fs.writeFileSync(file, doc);

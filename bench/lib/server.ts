@@ -16,11 +16,16 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
+/** BENCH_SERVER_NODE: another Node binary for the servers and floors (the load generator stays on the bench's own). */
+export function serverNode(): string {
+  return process.env.BENCH_SERVER_NODE || process.execPath;
+}
+
 export async function startServerProcess(env: Record<string, string>, root = ROOT): Promise<ServerProcess> {
   const port = String(await freePort());
   // BENCH_SERVER_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`): flags for the server processes only.
   const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(root, 'src', 'main.ts'), 'serve'], {
+  const child: ChildProcess = spawn(serverNode(), [...nodeArgs, '--import', 'tsx', path.join(root, 'src', 'main.ts'), 'serve'], {
     cwd: root,
     // The default log level (issue 15: benchmark what deployments run): an access-log line per
     // request, written to /dev/null rather than into the benchmark's report.
@@ -64,7 +69,7 @@ export async function startFloorServer(spec: unknown, env: Record<string, string
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-floor-')), 'spec.json');
   fs.writeFileSync(file, JSON.stringify(spec));
   const port = String(await freePort());
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'floor-server.ts')], {
+  const child: ChildProcess = spawn(serverNode(), ['--import', 'tsx', path.join(__dirname, 'floor-server.ts')], {
     cwd: ROOT,
     env: { ...process.env, ...env, FLOOR_SPEC: file, PORT: port },
     stdio: ['ignore', 'pipe', 'inherit'],
