@@ -28,19 +28,22 @@ const STRING_MODIFIERS = new Set(['exact', 'contains', 'missing']);
 
 /** Distinct queries whose parse is remembered (a calendar asks the same few again and again). */
 const PARSED_QUERIES = 2048;
+/** Longer queries are parsed every time: the memo holds at most PARSED_QUERIES x this many characters of keys. */
+const PARSED_QUERY_MAX_CHARS = 1024;
 
 const parsed = new Memo<ParsedSearch>(PARSED_QUERIES);
 
 /**
  * Parses FHIR search parameters (name/value pairs, repeats AND-ed, commas OR-ed) into a request.
  * Unknown parameters are ignored with a warning, or rejected with 400 when `strict`
- * (`Prefer: handling=strict`). The parse depends on nothing else: the same query is parsed once
- * (the enforcement point and the search share it) and the answer is frozen, shared by every
- * request that asks it.
+ * (`Prefer: handling=strict`). The parse depends on nothing else: the same query (up to
+ * PARSED_QUERY_MAX_CHARS) is parsed once, the enforcement point and the search sharing it, and
+ * the answer is frozen, shared by every request that asks it.
  */
 export function parseSearch(resourceType: string, pairs: readonly (readonly [string, string])[], strict = false): ParsedSearch {
   let key = `${resourceType}\u0001${strict ? 's' : 'l'}`;
   for (const [n, v] of pairs) key += `\u0001${n}\u0000${v}`;
+  if (key.length > PARSED_QUERY_MAX_CHARS) return parseAnew(resourceType, pairs, strict);
   return parsed.get(key, () => deepFreeze(parseAnew(resourceType, pairs, strict)));
 }
 

@@ -48,6 +48,10 @@ test('a query is parsed once and shared frozen; the handling is part of the quer
   expect(() => parseSearch('Slot', pairs, true)).toThrow(/nonsense/);
   expect(parseSearch('Slot', pairs.slice(0, 4))).not.toBe(first);
   for (let i = 0; i < 2; i++) expect(() => parseSearch('Slot', [['_count', 'many']])).toThrow(/_count/);
+  // A long query is not kept (the memo's memory stays bounded): parsed anew, not frozen.
+  const long: [string, string][] = [['schedule', `Schedule/${'x'.repeat(2000)}`]];
+  expect(parseSearch('Slot', long)).not.toBe(parseSearch('Slot', long));
+  expect(Object.isFrozen(parseSearch('Slot', long).request)).toBe(false);
 });
 
 test('a memo keeps its most recently used keys and does not remember a throw', () => {
