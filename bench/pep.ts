@@ -109,9 +109,7 @@ async function benchOn({ env, envCopy, envCopy2, store, postgres, cleanup }: Awa
     const cachedKeeps = median(measured[2].runs.map((r, k) => r.rps / measured[1].runs[k].rps));
     const a1 = medianOf(one[0].runs);
     const b1 = medianOf(one[1].runs);
-    const floorsAdd = postgres
-      ? ` The floors unloaded: SQL floor p50 ${ms(medianOf(one[2].runs).p50)} ms, guarded floor ${ms(medianOf(one[3].runs).p50)} ms, so one ES256 check and one Redis call add ${(medianOf(one[3].runs).p50 - medianOf(one[2].runs).p50).toFixed(2)} ms at p50 by themselves.`
-      : '';
+    const floorsAdd = postgres ? unloadedFloors(medianOf(one[2].runs), medianOf(one[3].runs)) : '';
     return [
       `Store: ${store}; ${(SCHEDULES * SLOTS_PER_SCHEDULE).toLocaleString('en')} Slots in ${SCHEDULES} Schedules; query \`Slot?schedule=X&status=free&start=ge..&start=le..&_count=10\` (one day; 560 distinct queries). Each server in its own process on a copy of the same data, default log level; ${CONNECTIONS} connections, ${ROUNDS} rounds of ${ROUND_MS / 1000} s per scenario after a ${WARMUP_MS / 1000} s warm-up, the scenarios of a round back to back in rotating order; the table shows the median round (requests: sum of all rounds). Machine: ${os.cpus().length} cores, load average (1 / 5 / 15 min) ${loadAtStart} at the start, ${loadAverage()} at the end. Guard on: ${CONNECTIONS} institutions (one token and DPoP key each), a fresh proof per request.`,
       '',
@@ -127,6 +125,11 @@ async function benchOn({ env, envCopy, envCopy2, store, postgres, cleanup }: Awa
     await cleanup();
     fs.rmSync(path.dirname(anchors), { recursive: true, force: true });
   }
+}
+
+/** What one ES256 check and one Redis call add to a request by themselves: the guarded floor's p50 over the SQL floor's, one connection. */
+function unloadedFloors(sql: LoadResult, guarded: LoadResult): string {
+  return ` The floors unloaded: SQL floor p50 ${ms(sql.p50)} ms, guarded floor ${ms(guarded.p50)} ms, so one ES256 check and one Redis call add ${(guarded.p50 - sql.p50).toFixed(2)} ms at p50 by themselves.`;
 }
 
 /**
