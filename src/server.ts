@@ -7,7 +7,7 @@ import type { AppContext } from './context';
 import { createLogger, type Logger } from './logger';
 import { DataDirInUse, demoResources, migrate, openDb, openTables, preloadSearchParameters, Repository, type Db } from './store';
 import { issue, outcome } from './shared/outcomes';
-import { API_VERSION } from './guard';
+import { API_VERSION, loadPolicyData } from './guard';
 import { preloadValidation } from './model';
 import { startMetricsListener } from './metrics-listener';
 import { withTimeout } from './shared/timeout';
@@ -131,7 +131,9 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
  * rejects with a ConfigError naming the variable where one is to blame (HOST, PORT, ...).
  */
 export async function startServer(config: Config, ctx?: AppContext): Promise<RunningServer> {
-  // A HOST or PORT that cannot be had fails the start at once, before the store is opened and migrated.
+  // A POLICY_FILE of the wrong shape, or a HOST or PORT that cannot be had, fails the start at
+  // once, before the store is opened and migrated (the guard loads the policy again when it is composed).
+  loadPolicyData(config.policyFile);
   await addressIsFree(config);
   const context = ctx ?? (await createContext(config));
   let server: http.Server | undefined;

@@ -70,13 +70,13 @@ describe('serve with a bad setting stops with one line naming the variable', () 
     expect(fs.existsSync(path.join(dataDir, 'terminus.lock'))).toBe(false);
   }, 120_000);
 
-  test('a taken PORT or a foreign HOST stops the start before the store is opened: a new DATA_DIR stays empty', async () => {
+  test('a taken PORT, a foreign HOST or a POLICY_FILE of the wrong shape stops the start before the store is opened: a new DATA_DIR stays empty', async () => {
     const fresh = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-ops-fresh-'));
     try {
-      for (const env of [{ PORT: String(takenPort) }, { HOST: 'no.such.host.invalid' }]) {
+      for (const env of [{ PORT: String(takenPort) }, { HOST: 'no.such.host.invalid' }, { POLICY_FILE: path.join(files, 'wrong-shape.json') }]) {
         const r = await terminus(['serve'], { ...env, DATA_DIR: fresh });
         expect(r.code).toBe(2);
-        expect(r.stderr.trim()).toMatch(/^terminus: (PORT|HOST): /);
+        expect(r.stderr.trim()).toMatch(/^terminus: (PORT|HOST|POLICY_FILE): /);
         expect(fs.readdirSync(fresh)).toEqual([]);
       }
     } finally {

@@ -10,7 +10,7 @@ export { ResourceNotFound, ServerError, TemporarilyUnavailable } from './errors'
 export { sendGuardError } from './http/respond';
 export { createDevPki, DevPkiExists, writeDevPki } from './pki/dev-pki';
 export { enforcementPoint, pepSettings, upstreamProxy, type PepOptions } from './pep';
-export { policyEngineReady } from './policy';
+export { loadPolicyData, policyEngineReady } from './policy';
 export { issueWorkloadToken, MAX_WORKLOAD_TOKEN_TTL_SEC } from './authserver/workload/issue-workload-token';
 export { SigningKeys } from './keys/signing-keys';
 export { guardSettings } from './settings';
