@@ -43,11 +43,12 @@ const parsed = new Memo<ParsedSearch>(PARSED_QUERIES);
 export function parseSearch(resourceType: string, pairs: readonly (readonly [string, string])[], strict = false): ParsedSearch {
   let key = `${resourceType}\u0001${strict ? 's' : 'l'}`;
   for (const [n, v] of pairs) key += `\u0001${n}\u0000${v}`;
-  if (key.length > PARSED_QUERY_MAX_CHARS) return parseAnew(resourceType, pairs, strict);
-  return parsed.get(key, () => deepFreeze(parseAnew(resourceType, pairs, strict)));
+  if (key.length > PARSED_QUERY_MAX_CHARS) return parseSearchAnew(resourceType, pairs, strict);
+  return parsed.get(key, () => deepFreeze(parseSearchAnew(resourceType, pairs, strict)));
 }
 
-function parseAnew(resourceType: string, pairs: readonly (readonly [string, string])[], strict: boolean): ParsedSearch {
+/** `parseSearch` for a query no other request will ask (one the clock completed): parsed for its caller alone, not remembered. */
+export function parseSearchAnew(resourceType: string, pairs: readonly (readonly [string, string])[], strict = false): ParsedSearch {
   const warnings: OperationOutcomeIssue[] = [];
   const request: SearchRequest = {
     resourceType,

@@ -3,7 +3,7 @@ import type { Bundle, BundleEntry, OperationOutcomeIssue, Resource, StructureDef
 import type { SearchRequest, SearchResult } from '../store';
 import { builtOnce } from './shared-answers';
 import { storedEntry } from './stored-json';
-import { parseSearch, type ParsedSearch } from './search-request';
+import { parseSearch, parseSearchAnew, type ParsedSearch } from './search-request';
 import { scopeCovered } from '../protocol/smart-scopes';
 import { scopeContextOf } from '../protocol/identity';
 import { issue, outcome, unprocessable } from '../shared/outcomes';
@@ -24,9 +24,11 @@ function applyIsikRules(type: string, pairs: [string, string][], now: Date): [st
   return pairs;
 }
 
-function parseFhirSearch(type: string, req: FhirRequest, now: Date): ParsedSearch {
+export function parseFhirSearch(type: string, req: FhirRequest, now: Date): ParsedSearch {
   const strict = preferHeader(req).handling === 'strict';
-  return parseSearch(type, applyIsikRules(type, req.query, now), strict);
+  const pairs = applyIsikRules(type, req.query, now);
+  // A query the clock completed (`schedule` without `start`) is not asked twice: kept out of the shared parses.
+  return pairs === req.query ? parseSearch(type, pairs, strict) : parseSearchAnew(type, pairs, strict);
 }
 
 /** Type-level search: a `searchset` Bundle with total, self/next/previous links, includes, warnings. */

@@ -1,4 +1,5 @@
 import { builtOnce, encodedOnce } from '../../src/fhir/shared-answers';
+import { parseFhirSearch } from '../../src/fhir/search';
 import { parseSearch } from '../../src/fhir/search-request';
 import { Memo } from '../../src/shared/frozen';
 
@@ -52,6 +53,19 @@ test('a query is parsed once and shared frozen; the handling is part of the quer
   const long: [string, string][] = [['schedule', `Schedule/${'x'.repeat(2000)}`]];
   expect(parseSearch('Slot', long)).not.toBe(parseSearch('Slot', long));
   expect(Object.isFrozen(parseSearch('Slot', long).request)).toBe(false);
+});
+
+test('a calendar query the clock completes (schedule without start) is parsed for its request alone; a full one is shared', () => {
+  const request = (query: [string, string][]) => ({ method: 'GET', path: ['Slot'], query, headers: {} });
+  const open: [string, string][] = [['schedule', 'Schedule/s1'], ['status', 'free']];
+  const fromNow = parseFhirSearch('Slot', request(open), new Date('2030-01-01T08:00:00Z'));
+  expect(Object.isFrozen(fromNow.request)).toBe(false);
+  expect(fromNow.request.filters.find((f) => f.param === 'start')?.values).toEqual(['ge2030-01-01T08:00:00.000Z']);
+  expect(parseFhirSearch('Slot', request(open), new Date('2030-01-01T08:00:00Z'))).not.toBe(fromNow);
+  const bounded: [string, string][] = [...open, ['start', 'ge2030-01-01'], ['start', 'le2030-01-02']];
+  const shared = parseFhirSearch('Slot', request(bounded), new Date());
+  expect(Object.isFrozen(shared.request)).toBe(true);
+  expect(parseFhirSearch('Slot', request(bounded), new Date())).toBe(shared);
 });
 
 test('a memo keeps its most recently used keys and does not remember a throw', () => {
