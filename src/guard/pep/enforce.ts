@@ -1,7 +1,7 @@
 import type { FhirReachPort, Reach, ReachRequest, Route } from '../../protocol/fhir-reach';
 import { scopeContextOf, type RequestIdentity } from '../../protocol/identity';
 import type { ScopeContext } from '../../protocol/smart-scopes';
-import { pathSegments, queryPairs } from '../../model';
+import { MalformedUrl, pathSegments, queryPairs } from '../../model';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 import { InvalidRequest } from '../errors';
 import type { SharedState } from '../state/shared-state';
@@ -104,10 +104,10 @@ export async function enforce(request: ResourceRequest, deps: EnforcementDeps, t
   }); // jti and per-client counter, one round trip
   Object.assign(trace.responseHeaders, withinRateLimit(ledger.rate)); // per client_id, x-rate-limit-*
   proofIsFresh(ledger.fresh); // jti once across replicas
-  const path = pathSegments(request.path);
-  const r = deps.fhir.route(request.method, path);
   const runner = settings.upstreamUrl ? 'upstream' : 'embedded';
-  const read = r && (await readRequest(deps, request, path, r));
+  const target = decodedTarget(request, runner);
+  const r = target && deps.fhir.route(request.method, target.path);
+  const read = target && r && (await readRequest(deps, request, target, r));
   const reach = r && read ? deps.fhir.reach(read, r, runner) : unroutable(runner); // every interaction and type the request touches
   if (reach && read?.unreadable && runner === 'upstream') reach.unfollowed.push(read.unreadable);
   if (reach) await hasScopes(deps, reach, facts.scopes, scopeContextOf(facts.identity)); // SMART v2 scopes of all of them
@@ -170,8 +170,8 @@ async function hasScopes(deps: EnforcementDeps, reach: Reach, granted: string[],
  * The request as the FHIR layer will see it: the raw query pairs, the form parameters of
  * `POST [type]/_search`, the Bundle of `POST /fhir`. Other bodies stay unread.
  */
-async function readRequest(deps: EnforcementDeps, request: ResourceRequest, path: string[], r: Route): Promise<ReachRequest & { unreadable?: string }> {
-  const query = queryPairs(request.originalUrl);
+async function readRequest(deps: EnforcementDeps, request: ResourceRequest, target: DecodedTarget, r: Route): Promise<ReachRequest & { unreadable?: string }> {
+  const { path, query } = target;
   const { method } = request;
   const bundle = r.interaction === 'transaction' || r.interaction === 'batch';
   const formSearch = r.interaction === 'search-type' && method === 'POST';
@@ -189,6 +189,27 @@ async function readRequest(deps: EnforcementDeps, request: ResourceRequest, path
     return { method, path, query, body: deps.fhir.parseBody(request.carrier, contentType, text) };
   } catch {
     return { method, path, query }; // unparsable: no Bundle to follow (fhir/request-reach.ts)
+  }
+}
+
+interface DecodedTarget {
+  path: string[];
+  query: [string, string][];
+}
+
+/**
+ * The path segments and query pairs, decoded as the FHIR layer decodes them. A URL it cannot
+ * decode (broken or invalid UTF-8 percent-encoding, a parameter without a name, a NUL) names
+ * nothing: our FHIR layer answers it 400 with an OperationOutcome and runs nothing, so it needs no
+ * scope (`undefined`); an upstream might read it otherwise, so there it is refused here (fail closed).
+ */
+function decodedTarget(request: ResourceRequest, runner: 'upstream' | 'embedded'): DecodedTarget | undefined {
+  try {
+    return { path: pathSegments(request.path), query: queryPairs(request.originalUrl) };
+  } catch (err) {
+    if (!(err instanceof MalformedUrl)) throw err;
+    if (runner === 'embedded') return undefined;
+    throw new InvalidRequest(`the request URL cannot be decoded: ${err.message}`);
   }
 }
 
