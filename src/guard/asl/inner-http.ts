@@ -38,8 +38,8 @@ export class InnerHttp {
       handler(req, res);
     });
     for (const s of [this.checker, this.server]) {
-      // The whole request is there at once: the end of the stream means the end of the request,
-      // so a truncated body is a parse error (clientError), not a request left waiting.
+      // The checker gets the whole request and then the end of the stream at once, so a truncated
+      // body is a parse error (clientError), not a request left waiting.
       (s as http.Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
       s.on('clientError', (_err, socket: Probe) => {
         socket.bad = true;
@@ -61,15 +61,27 @@ export class InnerHttp {
     return (await this.run(this.server, raw, remoteAddress, true)).output;
   }
 
+  /**
+   * One exchange on a stand-in connection. The checker's input ends right after the request. The
+   * app's input ends only once the app has answered, as a client closes its connection after the
+   * response: body-parser (through on-finished) takes a request whose socket is no longer
+   * readable for one whose body is gone and reads nothing, and the app reads bodies late (after
+   * the enforcement point's awaits), when an input that ended at once has long been drained.
+   */
   private run(server: http.Server, raw: Buffer, remoteAddress: string, inner = false): Promise<Probe> {
     return new Promise((resolve) => {
       const out: Buffer[] = [];
       let done = false;
+      const endInput = () => {
+        if (!socket.destroyed && !socket.readableEnded) socket.push(null);
+      };
       const finish = () => {
         if (done) return;
         done = true;
         socket.output = Buffer.concat(out);
         resolve(socket);
+        // The connection closes (the server frees its parser).
+        endInput();
       };
       const socket = new Duplex({
         allowHalfOpen: true,
@@ -94,7 +106,7 @@ export class InnerHttp {
       if (inner) socket[ASL_INNER] = true;
       server.emit('connection', socket);
       socket.push(raw);
-      socket.push(null);
+      if (!inner) endInput();
     });
   }
 }
