@@ -208,7 +208,7 @@ describe.each(['supported', 'required'] as const)('inner request bodies with ASL
     const home = fs.mkdtempSync(path.join(os.tmpdir(), 'asl-bodies-'));
     try {
       const card = issueCard(devPkiFor(h.ctx).ca, { telematikId: `1-ASL-LIB-${mode.toUpperCase()}`, commonName: 'Praxis ASL', organizationName: 'Praxis ASL' });
-      const s = await createClient({ server: PUBLIC_URL, card: card.certPem, key: card.keyPem, home, password: 'asl bodies', transport: supertestTransport(h.app), asl: true, retries: 0 });
+      const s = await createClient({ server: PUBLIC_URL, card: card.certPem, key: card.keyPem, home, password: 'correct horse battery staple', transport: supertestTransport(h.app), asl: true, retries: 0 });
       const json = { 'content-type': 'application/fhir+json', accept: 'application/fhir+json' };
       const patient = await s.fetch(`${PUBLIC_URL}/fhir/Patient`, { method: 'POST', headers: json, body: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Bibliothek' }] }) });
       expect(patient.status).toBe(201);
