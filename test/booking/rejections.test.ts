@@ -98,6 +98,21 @@ describe('$book rejections', () => {
     if (expression) expect(res.body.issue[0].expression).toEqual([expression]);
   });
 
+  test('an unknown parameter ("slot") is answered with the parameters $book accepts', async () => {
+    const body = parameters({ 'appt-resource': at('rej-slot'), slot: { valueReference: { reference: 'Slot/rej-slot' } } });
+    const res = await request(f.app).post('/fhir/Appointment/$book').set('Content-Type', FHIR_JSON).send(JSON.stringify(body));
+    expect([res.status, res.body.issue.length, res.body.issue[0]]).toEqual([
+      400,
+      1,
+      expect.objectContaining({
+        severity: 'error',
+        code: 'invalid',
+        diagnostics: 'Unknown $book parameter "slot": the parameters of $book are appt-resource, cancelled-appt-id, schedule, patient, related-person, patientSubmittedInformation',
+        expression: ['Parameters.parameter.name'],
+      }),
+    ]);
+  });
+
   test('none of them booked anything or changed a slot', async () => {
     const appts = await request(f.app).get('/fhir/Appointment?status=booked,pending');
     expect(appts.body.total).toBe(0);

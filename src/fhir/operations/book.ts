@@ -81,7 +81,9 @@ function parseBookRequest(body: unknown): BookInput {
   });
   const byName = new Map<string, ParametersParameter>();
   for (const p of parameters) {
-    if (!p.name || !INPUTS.has(p.name)) throw badRequest(`Unknown $book parameter "${String(p.name)}"`, 'Parameters.parameter.name');
+    if (!p.name || !INPUTS.has(p.name)) {
+      throw badRequest(`Unknown $book parameter "${String(p.name)}": the parameters of $book are ${[...INPUTS].join(', ')}`, 'Parameters.parameter.name');
+    }
     if (byName.has(p.name)) throw badRequest(`$book parameter "${p.name}" given more than once`, `Parameters.parameter.where(name='${p.name}')`);
     byName.set(p.name, p);
   }
