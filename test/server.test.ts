@@ -71,7 +71,18 @@ describe('terminus CLI', () => {
     expect(ok.stdout).toMatch(/isik-stufe5\.json: \d+ resources imported/);
     const bad = path.join(dataDir, 'bad.json');
     fs.writeFileSync(bad, JSON.stringify({ resourceType: 'Bundle', type: 'collection', entry: [{ resource: { resourceType: 'Slot', id: 'x', status: 'free' } }] }));
-    await expect(run(process.execPath, [...tsx, 'import', bad], { env })).rejects.toMatchObject({ code: 1 });
+    const failed = await run(process.execPath, [...tsx, 'import', bad], { env }).catch((e: { code: number; stderr: string }) => e);
+    expect((failed as { code: number }).code).toBe(1);
+    // Each problem names the file, the entry with its resource, and the missing element.
+    const lines = (failed as { stderr: string }).stderr.trim().split('\n');
+    expect(lines.slice(0, 4)).toEqual([
+      `${bad}: import failed, nothing from this file was stored (422, 4 problems):`,
+      `${bad}: Bundle.entry[0] (Slot/x): Missing required property Slot.schedule (minimum cardinality of the base definition)`,
+      `${bad}: Bundle.entry[0] (Slot/x): Missing required property Slot.start (minimum cardinality of the base definition)`,
+      `${bad}: Bundle.entry[0] (Slot/x): Missing required property Slot.end (minimum cardinality of the base definition)`,
+    ]);
+    const invariant = `${bad}: Bundle.entry[0] (Slot/x): ISiK-slot-1 (ISiKTerminblock): `;
+    expect([lines.length, lines[4].slice(0, invariant.length)]).toEqual([5, invariant]);
   });
 
   test('a bad configuration value stops with one line naming the variable', async () => {

@@ -26,8 +26,7 @@ export async function runImport(config: Config, files: string[]): Promise<number
         const n = await importResources(fhir, readResourceFile(file));
         process.stdout.write(`[${i + 1}/${files.length}] ${file}: ${n} resources imported in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
       } catch (err) {
-        const detail = err instanceof OperationOutcomeError ? `${err.status} ${err.message}` : (err as Error).message;
-        process.stderr.write(`${file}: import failed, nothing from this file was stored: ${detail}\n`);
+        process.stderr.write(failure(file, err));
         return 1;
       }
     }
@@ -36,4 +35,15 @@ export async function runImport(config: Config, files: string[]): Promise<number
     await ctx.db.close();
     ctx.redis?.disconnect();
   }
+}
+
+/**
+ * One line per problem, each naming the file, the entry and resource (importResources names them)
+ * and the element: a file with many resources is fixed from the message alone.
+ */
+function failure(file: string, err: unknown): string {
+  const head = `${file}: import failed, nothing from this file was stored`;
+  if (!(err instanceof OperationOutcomeError)) return `${head}: ${(err as Error).message}\n`;
+  const problems = err.issues.map((i) => `${file}: ${i.diagnostics ?? i.code}${i.expression?.length && !(i.diagnostics ?? '').includes(i.expression[0]) ? ` (at ${i.expression[0]})` : ''}`);
+  return `${head} (${err.status}, ${problems.length} ${problems.length === 1 ? 'problem' : 'problems'}):\n${problems.join('\n')}\n`;
 }

@@ -57,8 +57,10 @@ interface IssueRule {
  */
 const ISSUE_RULES: IssueRule[] = [
   {
+    // medplum's text names no element; its expression does (`Slot.schedule`): a reader of the
+    // message alone (an import's log) must learn which one is missing.
     match: /^Missing required property/,
-    map: (i) => ruleViolation('required', expr(i), `${text(i)} (minimum cardinality of the base definition)`),
+    map: (i) => ruleViolation('required', expr(i), `Missing required property ${expr(i)} (minimum cardinality of the base definition)`),
   },
   {
     match: /^Invalid number of values|^Incorrect number of values/,
