@@ -31,16 +31,35 @@ export async function startMetricsListener(config: Config, ctx: AppContext): Pro
       (err: Error) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics failed: ${err.message}\n`),
     );
   });
-  await new Promise<void>((resolve, reject) => {
+  await listen(server, config);
+  return server;
+}
+
+/**
+ * Binds METRICS_HOST:METRICS_PORT and lets go again, so that start-up refuses a taken metrics port
+ * together with HOST and PORT, before the store is opened (the listener itself starts last).
+ */
+export async function metricsAddressIsFree(config: Config): Promise<void> {
+  if (config.metricsPort === 0) return;
+  const probe = http.createServer();
+  await listen(probe, config);
+  await new Promise((resolve) => probe.close(resolve));
+}
+
+/** Listen errors name the variable to change. */
+function listen(server: http.Server, config: Config): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) => {
       const at = `${config.metricsHost}:${config.metricsPort}`;
       if (err.code === 'EADDRINUSE') return reject(new ConfigError('METRICS_PORT', `${at} is already in use by another process (0 switches metrics off)`));
-      if (err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN') return reject(new ConfigError('METRICS_HOST', `cannot listen on "${config.metricsHost}": not an address of this machine`));
+      if (err.code === 'EACCES') return reject(new ConfigError('METRICS_PORT', `no permission to listen on ${at}`));
+      if (err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN' || err.code === 'EAI_NONAME') {
+        return reject(new ConfigError('METRICS_HOST', `cannot listen on "${config.metricsHost}": not an address of this machine`));
+      }
       reject(err);
     });
     server.listen(config.metricsPort, config.metricsHost, () => resolve());
   });
-  return server;
 }
 
 /** The store is away: this scrape goes without the gauges that read it. */

@@ -9,7 +9,7 @@ import { DataDirInUse, demoResources, migrate, openDb, openTables, preloadSearch
 import { issue, outcome } from './shared/outcomes';
 import { API_VERSION, loadPolicyData } from './guard';
 import { preloadValidation } from './model';
-import { startMetricsListener } from './metrics-listener';
+import { metricsAddressIsFree, startMetricsListener } from './metrics-listener';
 import { withTimeout } from './shared/timeout';
 
 export interface RunningServer {
@@ -131,10 +131,12 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
  * rejects with a ConfigError naming the variable where one is to blame (HOST, PORT, ...).
  */
 export async function startServer(config: Config, ctx?: AppContext): Promise<RunningServer> {
-  // A POLICY_FILE of the wrong shape, or a HOST or PORT that cannot be had, fails the start at
-  // once, before the store is opened and migrated (the guard loads the policy again when it is composed).
+  // A POLICY_FILE of the wrong shape, or a HOST, PORT or METRICS_PORT that cannot be had, fails the
+  // start at once, before the store is opened and migrated (the guard loads the policy again when
+  // it is composed; the listeners bind again once the app is ready).
   loadPolicyData(config.policyFile);
   await addressIsFree(config);
+  await metricsAddressIsFree(config);
   const context = ctx ?? (await createContext(config));
   let server: http.Server | undefined;
   let metrics: http.Server | undefined;

@@ -52,6 +52,7 @@ describe('serve with a bad setting stops with one line naming the variable', () 
   test.each<[string, () => Record<string, string>, RegExp]>([
     ['HOST', () => ({ HOST: 'no.such.host.invalid' }), /^terminus: HOST: cannot listen on "no\.such\.host\.invalid"/],
     ['PORT', () => ({ PORT: String(takenPort) }), /^terminus: PORT: 127\.0\.0\.1:\d+ is already in use/],
+    ['METRICS_PORT', () => ({ METRICS_PORT: String(takenPort) }), /^terminus: METRICS_PORT: 127\.0\.0\.1:\d+ is already in use by another process \(0 switches metrics off\)$/],
     ['POLICY_FILE', () => ({ POLICY_FILE: path.join(files, 'missing.json') }), /^terminus: POLICY_FILE: file not found: /],
     ['POLICY_FILE', () => ({ POLICY_FILE: path.join(files, 'broken.json') }), /^terminus: POLICY_FILE: .*broken\.json is not readable JSON/],
     ['POLICY_FILE', () => ({ POLICY_FILE: path.join(files, 'wrong-shape.json') }), /^terminus: POLICY_FILE: .*wrong-shape\.json: professions, posture_types, products and audiences must be arrays$/],
@@ -70,13 +71,13 @@ describe('serve with a bad setting stops with one line naming the variable', () 
     expect(fs.existsSync(path.join(dataDir, 'terminus.lock'))).toBe(false);
   }, 120_000);
 
-  test('a taken PORT, a foreign HOST or a POLICY_FILE of the wrong shape stops the start before the store is opened: a new DATA_DIR stays empty', async () => {
+  test('a taken PORT or METRICS_PORT, a foreign HOST or a POLICY_FILE of the wrong shape stops the start before the store is opened: a new DATA_DIR stays empty', async () => {
     const fresh = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-ops-fresh-'));
     try {
-      for (const env of [{ PORT: String(takenPort) }, { HOST: 'no.such.host.invalid' }, { POLICY_FILE: path.join(files, 'wrong-shape.json') }]) {
+      for (const env of [{ PORT: String(takenPort) }, { METRICS_PORT: String(takenPort) }, { HOST: 'no.such.host.invalid' }, { POLICY_FILE: path.join(files, 'wrong-shape.json') }]) {
         const r = await terminus(['serve'], { ...env, DATA_DIR: fresh });
         expect(r.code).toBe(2);
-        expect(r.stderr.trim()).toMatch(/^terminus: (PORT|HOST|POLICY_FILE): /);
+        expect(r.stderr.trim()).toMatch(/^terminus: (PORT|METRICS_PORT|HOST|POLICY_FILE): /);
         expect(fs.readdirSync(fresh)).toEqual([]);
       }
     } finally {
