@@ -16,6 +16,7 @@ const STORE_FREE = [
   'test/client/calendar-plan.test.ts',
   'test/client/key-store.test.ts',
   'test/config.test.ts',
+  'test/deploy-make-env.test.ts',
   'test/fhir/formats.test.ts',
   'test/fhir/shared-answers.test.ts',
   'test/fhir/validation.test.ts',

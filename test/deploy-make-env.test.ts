@@ -1,0 +1,74 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+/**
+ * `deploy/make-env` writes the secrets of docker-compose.yml's `.env` itself, mode 600 whatever the
+ * caller's umask, and never replaces an existing file unless told to: the file the shell creates
+ * for `deploy/make-env > .env` was readable by every user (mode 644) and a second run replaced
+ * GUARD_KEY_SECRET, which makes the sealed signing keys unreadable.
+ */
+const SCRIPT = path.join(__dirname, '..', 'deploy', 'make-env');
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'make-env-'));
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+/** The script under the usual umask 022, from `dir`; `stdoutFile` stands for the shell's `> FILE`. */
+function makeEnv(args: string[], o: { stdoutFile?: string } = {}) {
+  const stdout = o.stdoutFile ? fs.openSync(o.stdoutFile, 'w', 0o644) : 'pipe';
+  try {
+    const r = spawnSync('sh', ['-c', 'umask 022; exec "$0" "$@"', SCRIPT, ...args], { cwd: dir, env: { PATH: process.env.PATH }, stdio: ['ignore', stdout, 'pipe'], encoding: 'utf8' });
+    return { code: r.status, stderr: r.stderr.trim() };
+  } finally {
+    if (typeof stdout === 'number') fs.closeSync(stdout);
+  }
+}
+
+const mode = (file: string) => fs.statSync(file).mode & 0o777;
+const values = (file: string) => Object.fromEntries(fs.readFileSync(file, 'utf8').split('\n').filter((l) => /^[A-Z_]+=/.test(l)).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+
+test('deploy/make-env .env writes the file itself, mode 600, with fresh secrets', () => {
+  const r = makeEnv(['.env', '1-20-ARZTPRAXIS-ABC']);
+  expect(r.code).toBe(0);
+  expect(r.stderr.split('\n')[0]).toBe('deploy/make-env: wrote .env (mode 600)');
+  const env = path.join(dir, '.env');
+  expect(mode(env)).toBe(0o600);
+  expect(values(env)).toEqual({
+    GUARD_KEY_SECRET: expect.stringMatching(/^[A-Za-z0-9+/]{43}=$/),
+    POSTGRES_PASSWORD: expect.stringMatching(/^[0-9a-f]{48}$/),
+    REPOSITORY_OWNERS: '1-20-ARZTPRAXIS-ABC',
+    PUBLIC_URL: 'http://localhost:8080',
+    SMTP_URL: 'smtp://mail.example.org:587',
+  });
+  // Nothing else is left beside it (the temporary file it was written to).
+  expect(fs.readdirSync(dir)).toEqual(['.env']);
+});
+
+test('an existing file is kept; --force replaces it, still mode 600', () => {
+  const env = path.join(dir, '.env');
+  const before = fs.readFileSync(env, 'utf8');
+  const secret = values(env).GUARD_KEY_SECRET;
+  const again = makeEnv(['.env']);
+  expect([again.code, again.stderr]).toEqual([1, expect.stringMatching(/^deploy\/make-env: \.env exists; .* replace it with --force$/)]);
+  expect(fs.readFileSync(env, 'utf8')).toBe(before);
+  fs.chmodSync(env, 0o644);
+  const forced = makeEnv(['--force', '.env']);
+  expect(forced.code).toBe(0);
+  expect(mode(env)).toBe(0o600);
+  expect(values(env).GUARD_KEY_SECRET).toMatch(/^[A-Za-z0-9+/]{43}=$/);
+  expect(values(env).GUARD_KEY_SECRET).not.toBe(secret);
+});
+
+test('the old form `deploy/make-env 1-2-DEV-PRAXIS-P256 > .env` writes no secrets and says how to call it', () => {
+  const env = path.join(dir, 'old', '.env');
+  fs.mkdirSync(path.dirname(env));
+  const old = makeEnv(['1-2-DEV-PRAXIS-P256'], { stdoutFile: env });
+  expect([old.code, old.stderr]).toEqual([2, 'deploy/make-env: 1-2-DEV-PRAXIS-P256 is a Telematik-ID, not a file to write: deploy/make-env .env 1-2-DEV-PRAXIS-P256']);
+  expect(fs.readFileSync(env, 'utf8')).toBe('');
+  expect(fs.existsSync(path.join(dir, '1-2-DEV-PRAXIS-P256'))).toBe(false);
+  // The empty file the shell left is not taken for a kept one.
+  const next = makeEnv(['old/.env']);
+  expect([next.code, next.stderr]).toEqual([1, 'deploy/make-env: old/.env exists and is empty (left by the old form `deploy/make-env > old/.env`?): remove it, or replace it with --force']);
+  const noFile = makeEnv([]);
+  expect([noFile.code, noFile.stderr]).toEqual([2, 'usage: deploy/make-env [--force] FILE [OWNER_TELEMATIK_IDS]   (e.g. deploy/make-env .env)']);
+});
