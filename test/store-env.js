@@ -55,6 +55,7 @@ const REDIS_FREE = [
   'test/ops-metrics.test.ts',
   'test/store/batched-reads.test.ts',
   'test/store/connection-loss.test.ts',
+  'test/store/index-keys.test.ts',
   'test/store/index-rows.test.ts',
   'test/store/pool.test.ts',
   'test/store/repository.test.ts',

@@ -269,17 +269,17 @@ export class Repository {
         for (const r of stored) {
           const idx = extractIndexRows(r, this.baseUrl);
           const key = [r.resourceType, r.id];
-          tokens.push(...idx.tokens.map((t) => [...key, t.param, t.system, t.code]));
+          tokens.push(...idx.tokens.map((t) => [...key, t.param, t.system, t.code, t.systemFull ?? null, t.codeFull ?? null]));
           refs.push(...idx.references.map((x) => [...key, x.param, x.targetType, x.targetId, x.targetUrl]));
           dates.push(...idx.dates.map((d) => [...key, d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
-          strings.push(...idx.strings.map((x) => [...key, x.param, x.norm, x.exact]));
+          strings.push(...idx.strings.map((x) => [...key, x.param, x.norm, x.exact, x.normFull ?? null]));
           compounds.push(...idx.compounds.map((c) => [...key, c.ref, c.code, rangeLiteral(c.range)]));
           for (const c of idx.compounds) windows.set(`${r.resourceType}|${c.ref}|${generationDay(c.range.low)}`, [r.resourceType, c.ref, generationDay(c.range.low)]);
         }
-        await insertMany(tx.db, 'search_token (resource_type, id, param, system, code)', tokens);
+        await insertMany(tx.db, 'search_token (resource_type, id, param, system, code, system_full, code_full)', tokens);
         await insertMany(tx.db, 'search_reference (resource_type, id, param, target_type, target_id, target_url)', refs);
         await insertMany(tx.db, 'search_date (resource_type, id, param, low, high)', dates);
-        await insertMany(tx.db, 'search_string (resource_type, id, param, norm, exact)', strings);
+        await insertMany(tx.db, 'search_string (resource_type, id, param, norm, exact, norm_full)', strings);
         await insertMany(tx.db, 'search_compound (resource_type, id, ref, code, during)', compounds);
         await raiseGenerations(tx.db, [...windows.values()]);
       });
@@ -431,10 +431,10 @@ function writeStatement(
       `ins_${name} AS (${insert} WHERE NOT EXISTS (SELECT 1 FROM ${table} t WHERE t.resource_type = $1 AND t.id = $2 AND ${same})${returning})`,
     );
   };
-  index('token', 'search_token', [['param', 'text'], ['system', 'text'], ['code', 'text']], rows.tokens.map((t) => [t.param, t.system, t.code]));
+  index('token', 'search_token', [['param', 'text'], ['system', 'text'], ['code', 'text'], ['system_full', 'text'], ['code_full', 'text']], rows.tokens.map((t) => [t.param, t.system, t.code, t.systemFull ?? null, t.codeFull ?? null]));
   index('reference', 'search_reference', [['param', 'text'], ['target_type', 'text'], ['target_id', 'text'], ['target_url', 'text']], rows.references.map((r) => [r.param, r.targetType, r.targetId, r.targetUrl]));
   index('date', 'search_date', [['param', 'text'], ['low', 'timestamptz'], ['high', 'timestamptz']], rows.dates.map((d) => [d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
-  index('string', 'search_string', [['param', 'text'], ['norm', 'text'], ['exact', 'text']], rows.strings.map((x) => [x.param, x.norm, x.exact]));
+  index('string', 'search_string', [['param', 'text'], ['norm', 'text'], ['exact', 'text'], ['norm_full', 'text']], rows.strings.map((x) => [x.param, x.norm, x.exact, x.normFull ?? null]));
   if (windowed) {
     index('compound', 'search_compound', [['ref', 'text'], ['code', 'text'], ['during', 'tstzrange']], rows.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range)]), w.exists ? ' RETURNING ref, during' : '');
     if (w.exists) {

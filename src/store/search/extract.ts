@@ -2,12 +2,16 @@ import type { Resource } from '@medplum/fhirtypes';
 import { compiledFhirPath, evalFhirPathTyped, lacksElement, memberValues, toTypedValue, type TypedValue } from '../../shared/medplum';
 import { parseReference } from '../../shared/references';
 import { parseDateRange, periodRange, type DateRange } from './dates';
+import { fullValue, indexKey, nullableKey } from './index-key';
 import { COMPOUND_INDEXES, searchParams, type SearchParamDef } from './parameters';
 
 export interface TokenRow {
   param: string;
   system: string | null;
   code: string | null;
+  /** The code when `code` holds its bounded key (index-key.ts), else null; `systemFull` likewise. */
+  codeFull?: string | null;
+  systemFull?: string | null;
 }
 export interface ReferenceRow {
   param: string;
@@ -23,6 +27,8 @@ export interface StringRow {
   param: string;
   norm: string;
   exact: string;
+  /** The normalised value when `norm` holds its bounded key (index-key.ts), else null. */
+  normFull?: string | null;
 }
 export interface CompoundRow {
   ref: string;
@@ -79,6 +85,7 @@ export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRow
         break;
     }
   }
+  boundKeys(rows);
   const compound = COMPOUND_INDEXES[resource.resourceType];
   if (compound) {
     for (const r of rows.references) {
@@ -235,6 +242,17 @@ function pushComposite(out: TokenRow[], def: SearchParamDef, bases: TypedValue[]
     }
     for (const a of first) for (const b of second) out.push({ param: def.code, system: `${a.system ?? ''}|${a.code ?? ''}`, code: `${b.system ?? ''}|${b.code ?? ''}` });
   }
+}
+
+/**
+ * Every text bound for an indexed column as its bounded key (index-key.ts); the whole code and
+ * normalised string (and system) stay beside it for prefix and substring matches. `exact` and `targetUrl` are
+ * not indexed and stay as written.
+ */
+function boundKeys(rows: IndexRows): void {
+  rows.tokens = rows.tokens.map((t) => ({ param: t.param, system: nullableKey(t.system), code: nullableKey(t.code), systemFull: fullValue(t.system), codeFull: fullValue(t.code) }));
+  rows.strings = rows.strings.map((x) => ({ param: x.param, norm: indexKey(x.norm), exact: x.exact, normFull: fullValue(x.norm) }));
+  rows.references = rows.references.map((r) => ({ ...r, targetType: nullableKey(r.targetType), targetId: nullableKey(r.targetId) }));
 }
 
 function dedupe(rows: IndexRows): IndexRows {

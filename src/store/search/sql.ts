@@ -6,6 +6,7 @@ import { KVID_SYSTEM, PUBLIC_TO_PATIENTS, type Viewer } from '../../shared/owner
 import { batchedReads } from './batched-reads';
 import { parseDateRange, toTimestamp, type DateRange } from './dates';
 import { normalizeString } from './extract';
+import { indexKey, leadingChars, PREFIX_CHARS } from './index-key';
 import { COMPOUND_INDEXES, searchParam } from './parameters';
 import { splitDatePrefix, type Filter, type IncludeSpec, type SearchRequest } from './query';
 
@@ -136,7 +137,7 @@ function compoundDriver(ctx: Ctx, request: SearchRequest, typeParam: string): { 
   const conditions = [
     `${c}.resource_type = ${typeParam}`,
     `${c}.ref = ${p(ctx, ref)}`,
-    ...(tokenIndex >= 0 ? [`${c}.code = ${p(ctx, request.filters[tokenIndex].values[0])}`] : []),
+    ...(tokenIndex >= 0 ? [`${c}.code = ${p(ctx, indexKey(request.filters[tokenIndex].values[0]))}`] : []),
     `${c}.during && tstzrange(${p(ctx, toTimestamp(window.low))}::timestamptz, ${p(ctx, toTimestamp(window.high))}::timestamptz, '[]')`,
     ...dates.map((v) => dateCondition(ctx, `lower(${c}.during)`, `upper(${c}.during)`, v)),
   ];
@@ -229,7 +230,7 @@ function scopeSql(ctx: Ctx, r: string): string {
   if (ctx.scope.patient === undefined) return `(${r}.owner IS NULL OR ${own})`;
   const t = alias(ctx, 'k');
   const carries = `EXISTS (SELECT 1 FROM search_token ${t} WHERE ${t}.resource_type = 'Patient' AND ${t}.id = ${r}.id AND ${t}.param = 'identifier'
-    AND ${t}.system = ${p(ctx, KVID_SYSTEM)} AND ${t}.code = ${p(ctx, ctx.scope.patient)})`;
+    AND ${t}.system = ${p(ctx, indexKey(KVID_SYSTEM))} AND ${t}.code = ${p(ctx, indexKey(ctx.scope.patient))})`;
   return `(${own} OR (${r}.owner IS NULL AND ${r}.resource_type = ANY(${p(ctx, PUBLIC_TO_PATIENTS)})) OR (${r}.resource_type = 'Patient' AND ${carries}))`;
 }
 
@@ -286,13 +287,13 @@ function valueCondition(ctx: Ctx, type: string, x: string, value: string, modifi
     case 'token':
       return tokenCondition(ctx, x, value);
     case 'uri':
-      if (modifier === 'below') return `${x}.code LIKE ${p(ctx, `${escapeLike(value)}%`)}`;
-      if (modifier === 'above') return `${p(ctx, value)} LIKE (${x}.code || '%')`;
-      return `${x}.code = ${p(ctx, value)}`;
+      if (modifier === 'below') return `${whole(x, 'code')} LIKE ${p(ctx, `${escapeLike(value)}%`)}`;
+      if (modifier === 'above') return `${p(ctx, value)} LIKE (${whole(x, 'code')} || '%')`;
+      return `${x}.code = ${p(ctx, indexKey(value))}`;
     case 'string':
       if (modifier === 'exact') return `${x}.exact = ${p(ctx, value)}`;
-      if (modifier === 'contains') return `${x}.norm LIKE ${p(ctx, `%${escapeLike(normalizeString(value))}%`)}`;
-      return `${x}.norm LIKE ${p(ctx, `${escapeLike(normalizeString(value))}%`)}`;
+      if (modifier === 'contains') return `${whole(x, 'norm')} LIKE ${p(ctx, `%${escapeLike(normalizeString(value))}%`)}`;
+      return prefixCondition(ctx, x, normalizeString(value));
     case 'reference':
       return referenceCondition(ctx, x, value, modifier);
     case 'date':
@@ -307,20 +308,38 @@ function valueCondition(ctx: Ctx, type: string, x: string, value: string, modifi
 /** `system|code`, `code`, `|code` (no system), `system|` (any code in system). */
 function tokenCondition(ctx: Ctx, x: string, value: string): string {
   const bar = value.indexOf('|');
-  if (bar < 0) return `${x}.code = ${p(ctx, value)}`;
+  if (bar < 0) return `${x}.code = ${p(ctx, indexKey(value))}`;
   const system = value.slice(0, bar);
   const code = value.slice(bar + 1);
-  if (system === '') return `${x}.system IS NULL AND ${x}.code = ${p(ctx, code)}`;
-  if (code === '') return `${x}.system = ${p(ctx, system)}`;
-  return `${x}.system = ${p(ctx, system)} AND ${x}.code = ${p(ctx, code)}`;
+  if (system === '') return `${x}.system IS NULL AND ${x}.code = ${p(ctx, indexKey(code))}`;
+  if (code === '') return `${x}.system = ${p(ctx, indexKey(system))}`;
+  return `${x}.system = ${p(ctx, indexKey(system))} AND ${x}.code = ${p(ctx, indexKey(code))}`;
+}
+
+/**
+ * The whole value of a bounded column (index-key.ts): the `*_full` column where the indexed one
+ * holds a key, else the indexed one. For prefix and substring matches, which a key cannot answer.
+ */
+function whole(x: string, column: 'code' | 'system' | 'norm'): string {
+  return `COALESCE(${x}.${column}_full, ${x}.${column})`;
+}
+
+/**
+ * FHIR string search's default match, "starts with" (R4 search.html#string), on the normalised
+ * value. The indexed column is tested against the prefix as far as a key keeps it (its first 64
+ * characters; `text_pattern_ops` serves that), the whole value against all of it.
+ */
+function prefixCondition(ctx: Ctx, x: string, norm: string): string {
+  const lead = leadingChars(norm, PREFIX_CHARS);
+  return `${x}.norm LIKE ${p(ctx, `${escapeLike(lead)}%`)} AND ${whole(x, 'norm')} LIKE ${p(ctx, `${escapeLike(norm)}%`)}`;
 }
 
 /** token$token: each side as a token (`code`, `system|code`, `|code`) against `system|code` pairs. */
 function compositeCondition(ctx: Ctx, x: string, value: string): string {
   const [a, b] = value.split('$');
   if (b === undefined) return 'false';
-  const side = (col: string, v: string) => (v.includes('|') ? `${col} = ${p(ctx, v.startsWith('|') ? v : v)}` : `${col} LIKE ${p(ctx, `%|${escapeLike(v)}`)}`);
-  return `${side(`${x}.system`, a)} AND ${side(`${x}.code`, b)}`;
+  const side = (col: 'system' | 'code', v: string) => (v.includes('|') ? `${x}.${col} = ${p(ctx, indexKey(v))}` : `${whole(x, col)} LIKE ${p(ctx, `%|${escapeLike(v)}`)}`);
+  return `${side('system', a)} AND ${side('code', b)}`;
 }
 
 /** `Type/id`, bare `id` (with an optional `:Type` modifier), or an absolute URL. */
@@ -328,9 +347,9 @@ function referenceCondition(ctx: Ctx, x: string, value: string, typeModifier?: s
   const local = value.startsWith(`${ctx.baseUrl}/`) ? value.slice(ctx.baseUrl.length + 1) : value;
   if (/^https?:\/\//.test(local) || local.startsWith('urn:')) return `${x}.target_url = ${p(ctx, value)}`;
   const parsed = parseReference(local);
-  if (parsed && local.includes('/')) return `${x}.target_type = ${p(ctx, parsed.type)} AND ${x}.target_id = ${p(ctx, parsed.id)}`;
-  const typed = typeModifier ? ` AND ${x}.target_type = ${p(ctx, typeModifier)}` : '';
-  return `${x}.target_id = ${p(ctx, local)}${typed}`;
+  if (parsed && local.includes('/')) return `${x}.target_type = ${p(ctx, indexKey(parsed.type))} AND ${x}.target_id = ${p(ctx, indexKey(parsed.id))}`;
+  const typed = typeModifier ? ` AND ${x}.target_type = ${p(ctx, indexKey(typeModifier))}` : '';
+  return `${x}.target_id = ${p(ctx, indexKey(local))}${typed}`;
 }
 
 /**
@@ -379,13 +398,13 @@ function sortSql(ctx: Ctx, type: string, param: string, descending: boolean): st
   const agg = descending ? 'max' : 'min';
   const [table, col] =
     def.type === 'date'
-      ? ['search_date', descending ? 'high' : 'low']
+      ? ['search_date', descending ? 's.high' : 's.low']
       : def.type === 'string'
-        ? ['search_string', 'norm']
+        ? ['search_string', whole('s', 'norm')]
         : def.type === 'reference'
-          ? ['search_reference', 'target_url']
-          : ['search_token', 'code'];
-  return `(SELECT ${agg}(s.${col}) FROM ${table} s WHERE s.resource_type = m.resource_type AND s.id = m.id AND s.param = ${p(ctx, param)}) ${dir} NULLS LAST`;
+          ? ['search_reference', 's.target_url']
+          : ['search_token', whole('s', 'code')];
+  return `(SELECT ${agg}(${col}) FROM ${table} s WHERE s.resource_type = m.resource_type AND s.id = m.id AND s.param = ${p(ctx, param)}) ${dir} NULLS LAST`;
 }
 
 function escapeLike(s: string): string {
