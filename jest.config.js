@@ -40,6 +40,7 @@ const embedded = project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/
  */
 const CLIENT_SIDE = [
   '<rootDir>/test/client/cli\\.test\\.ts',
+  '<rootDir>/test/guard/asl-clients\\.test\\.ts',
   '<rootDir>/test/attestation-helper/',
   '<rootDir>/test/guard/tpm-attestation\\.test\\.ts',
   '<rootDir>/test/guard/card-pki\\.test\\.ts',

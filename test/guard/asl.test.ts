@@ -116,7 +116,7 @@ describe('the handshake and encrypted requests', () => {
     expect((res.json as { error: string }).error).toBe('invalid_dpop_proof');
   });
 
-  test('an inner POST with a body travels whole ($book through the tunnel)', async () => {
+  test('an inner POST the enforcement point refuses is answered inside the tunnel (403 insufficient_scope; bodies that pass: asl-bodies.test.ts)', async () => {
     const c = channel();
     const slot = { resourceType: 'Slot', schedule: { reference: 'Schedule/Schedule-Read-Example' }, status: 'free', start: '2027-10-01T09:00:00Z', end: '2027-10-01T09:20:00Z' };
     const req = await signed('POST', '/fhir/Slot');
