@@ -1,9 +1,14 @@
 import fs from 'node:fs';
+import path from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
+import { bookParameters, withScheduleCodes, type BookableSlot } from './book-request';
 import { GuardClient, GuardClientError } from './guard-client';
 import { KeyStore, KeyStoreError } from './key-store';
-import { ClientSession, type HelperSettings } from './session';
-import { bookParameters, runStress, SCENARIOS } from './stress';
+import { ClientInputError } from './pem-files';
+import { ClientSession, LoggedOut, type HelperSettings } from './session';
+import { runStress, SCENARIOS } from './stress';
+import { bundleSummary, resourceLine, summary } from './summary';
+import { Unreachable } from './unreachable';
 
 /** The server refused (exit 1); its answer is printed. */
 export class Refused extends Error {
@@ -18,10 +23,24 @@ export class Refused extends Error {
 /** Usage or local error (exit 2). */
 export class LocalError extends Error {}
 
-/** Output: JSON by default; a short human summary when stdout is a terminal. */
-export function print(value: unknown, summary?: string): void {
-  if (process.stdout.isTTY && summary) process.stdout.write(`${summary}\n`);
-  else process.stdout.write(`${typeof value === 'string' ? value : JSON.stringify(value, null, 2)}\n`);
+/** Where a command writes, and whether a person reads it (the process's streams, or a test's). */
+export interface CliIo {
+  out(text: string): void;
+  err(text: string): void;
+  /** stdout is a terminal: summaries instead of JSON (unless --json). */
+  isTTY: boolean;
+  /** A command's exit code other than 0 when it did not throw (`http` with a 4xx answer). */
+  exitCode?: number;
+}
+
+export function processIo(): CliIo {
+  return { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t), isTTY: Boolean(process.stdout.isTTY) };
+}
+
+/** Output: JSON by default, or with --json; a human summary when stdout is a terminal. */
+function print(io: CliIo, o: { json?: boolean }, value: unknown, summary?: string): void {
+  if (io.isTTY && !o.json && summary) io.out(`${summary}\n`);
+  else io.out(`${typeof value === 'string' ? value : JSON.stringify(value, null, 2)}\n`);
 }
 
 interface SessionOptions {
@@ -35,6 +54,7 @@ interface SessionOptions {
   helperKey?: string;
   asl?: boolean;
   aslProd?: boolean;
+  json?: boolean;
 }
 
 /**
@@ -51,15 +71,32 @@ async function withSession<T>(o: SessionOptions, f: (s: ClientSession, store: Ke
     try {
       return await f(session, store);
     } catch (err) {
-      // A proof for another origin than the server's PUBLIC_URL: name the origin it expects.
-      const expected = session.guard.discoveryCache?.resource.resource;
-      if ((err instanceof Refused || err instanceof GuardClientError) && expected) (err as { expectedOrigin?: string }).expectedOrigin = new URL(expected).origin;
+      if (err instanceof Refused || err instanceof GuardClientError) (err as { hint?: string }).hint = originHint(err, session, store);
       throw err;
     }
   } finally {
     session?.close();
     store.close();
   }
+}
+
+/**
+ * A refusal whose cause is the origin this client uses: a proof for another origin than the
+ * server's PUBLIC_URL (the enforcement point names the URL it expected), or a registration refused
+ * with 409 because this key store's client key is registered already, under the origin the server
+ * publishes (`127.0.0.1` and `localhost` are two origins to the guard, RFC 6454 §4).
+ */
+function originHint(err: Refused | GuardClientError, session: ClientSession, store: KeyStore): string | undefined {
+  const body = err.body as { error?: string; error_description?: string } | undefined;
+  const published = session.guard.discoveryCache?.resource.resource;
+  const expected = published ? new URL(published).origin : undefined;
+  const expects = (o: string) => `the server expects requests for the origin ${o} (its PUBLIC_URL): pass --server ${o}`;
+  if (/htu/.test(body?.error_description ?? '')) return expected ? expects(expected) : 'the server expects requests for the origin of its PUBLIC_URL (see terminus-client discover): pass --server <that origin>';
+  if (err.status !== 409 || body?.error !== 'conflict') return undefined;
+  if (expected && expected !== session.origin) return `${expects(expected)}; this key store's client is registered there already`;
+  const issuer = session.guard.discoveryCache?.authorizationServer.issuer;
+  const other = Object.entries(store.data.servers).find(([o, st]) => o !== session.origin && st.clientId && st.discovery?.authorizationServer.issuer === issuer)?.[0];
+  return other ? `this key store's client is registered at this guard for ${other}: pass --server ${other}` : undefined;
 }
 
 /** The server (given or last used) with its card, key and helper (given now or remembered; remembered from now on). */
@@ -87,7 +124,7 @@ function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolea
  * `ui`: the practice page. The key store is not held while the page runs (other commands can use
  * it); the session writes its token rotations into it as they happen.
  */
-async function servePracticePage(o: SessionOptions & { port: number; timeZone?: string }): Promise<void> {
+async function servePracticePage(io: CliIo, o: SessionOptions & { port: number; timeZone?: string }): Promise<void> {
   const store = await KeyStore.open();
   let settings: ReturnType<typeof sessionSettings>;
   try {
@@ -101,13 +138,13 @@ async function servePracticePage(o: SessionOptions & { port: number; timeZone?: 
     await session.accessToken();
     const scope = session.guard.tokens?.scope ?? '';
     if (!scope.split(' ').includes('system/*.cruds')) {
-      process.stderr.write(`terminus-client: warning: this card has no owner scopes (${scope}); put its Telematik-ID into the server's REPOSITORY_OWNERS to confirm appointments and create calendars\n`);
+      io.err(`terminus-client: warning: this card has no owner scopes (${scope}); put its Telematik-ID into the server's REPOSITORY_OWNERS to confirm appointments and create calendars\n`);
     }
     const { startPracticeUi } = await import('./ui/server');
-    const ui = await startPracticeUi({ origin: session.origin, fetch: session.fetch, port: o.port, timeZone: o.timeZone, log: (line) => process.stderr.write(`${line}\n`) }).catch((err: NodeJS.ErrnoException) => {
+    const ui = await startPracticeUi({ origin: session.origin, fetch: session.fetch, port: o.port, timeZone: o.timeZone, log: (line) => io.err(`${line}\n`) }).catch((err: NodeJS.ErrnoException) => {
       throw err.code === 'EADDRINUSE' ? new LocalError(`--port ${o.port}: 127.0.0.1:${o.port} is already in use`) : err;
     });
-    print({ listening: ui.url, login_url: ui.loginUrl }, `Practice page for ${session.origin}: open ${ui.loginUrl}\n(a one-time login link; Ctrl-C stops the page)`);
+    print(io, o, { listening: ui.url, login_url: ui.loginUrl }, `Practice page for ${session.origin}: open ${ui.loginUrl}\n(a one-time login link; Ctrl-C stops the page)`);
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
       process.once('SIGTERM', resolve);
@@ -131,18 +168,29 @@ const serverOption = (c: Command) =>
   c
     .option('--server <url>', 'the repository origin (PUBLIC_URL); default: the last one used')
     .option('--asl', 'send /fhir requests through the additional security layer (default: when the server requires it)')
-    .option('--asl-prod', 'the same, to a production (PU) server');
+    .option('--asl-prod', 'the same, to a production (PU) server')
+    .option('--json', 'print JSON at a terminal too (default there: a summary)');
 
 /** Commands that may log in by themselves take the card too (remembered per server after the first login). */
 const withCard = (c: Command) => serverOption(c).option('--card <file>', 'institution card certificate (PEM)').option('--key <file>', 'the card key (PEM)');
 
+/**
+ * The URL of a FHIR path: relative to the server's `/fhir` base, given with or without that prefix
+ * (`Slot/1`, `/fhir/Slot/1`, and `/fhir` itself for a transaction or batch Bundle), or absolute.
+ */
+export function fhirUrl(origin: string, path: string): string {
+  if (/^https?:\/\//.test(path)) return path;
+  const rest = path.replace(/^\/+/, '').replace(/^fhir(?=[/?#]|$)/, '').replace(/^\/+/, '');
+  const base = `${origin}/fhir`;
+  if (!rest) return base;
+  return rest.startsWith('?') ? `${base}${rest}` : `${base}/${rest}`;
+}
+
 async function fhirCall(s: ClientSession, method: string, path: string, o: { body?: string; contentType?: string; xml?: boolean; prefer?: string } = {}) {
-  const base = `${s.origin}/fhir`;
-  const url = path.startsWith('http') ? path : `${base}/${path.replace(/^\/+/, '').replace(/^fhir\//, '')}`;
   const headers: Record<string, string> = { accept: o.xml ? 'application/fhir+xml' : 'application/fhir+json' };
   if (o.body !== undefined) headers['content-type'] = o.contentType ?? 'application/fhir+json';
   if (o.prefer) headers.prefer = o.prefer;
-  const res = await s.fetch(url, { method, headers, body: o.body });
+  const res = await s.fetch(fhirUrl(s.origin, path), { method, headers, body: o.body });
   const text = await res.text();
   return { status: res.status, headers: Object.fromEntries(res.headers), text, json: parse(text) };
 }
@@ -155,17 +203,28 @@ function parse(text: string): unknown {
   }
 }
 
-function answer(r: { status: number; text: string; json: unknown }, summary: (j: Record<string, unknown>) => string): void {
-  if (r.status >= 400) throw new Refused(r.status, r.json ?? r.text);
-  print(r.json ?? r.text, r.json ? summary(r.json as Record<string, unknown>) : undefined);
+/** A file named by an option, or a LocalError naming both. */
+function readInput(file: string, option: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const where = path.resolve(file) === file ? file : `${file} (${path.resolve(file)})`;
+    throw new LocalError(`${option} ${where}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'a folder, not a file' : `cannot be read (${code ?? (err as Error).message})`}`);
+  }
 }
 
-export function addCommands(cli: Command): void {
+export function addCommands(cli: Command, io: CliIo): void {
+  const answer = (o: { json?: boolean }, r: { status: number; text: string; json: unknown }, line: (j: Record<string, unknown>) => string) => {
+    if (r.status >= 400) throw new Refused(r.status, r.json ?? r.text);
+    print(io, o, r.json ?? r.text, r.json ? line(r.json as Record<string, unknown>) : undefined);
+  };
+
   serverOption(cli.command('discover').description('print both discovery documents'))
-    .action(async (o: { server?: string }) => {
+    .action(async (o: SessionOptions) => {
       const server = o.server ?? (await lastServer());
       const d = await new GuardClient({ server, retries: 2 }).discover(true);
-      print({ protected_resource: d.resource, authorization_server: d.authorizationServer }, `${d.resource.resource} guarded by ${d.authorizationServer.issuer}`);
+      print(io, o, { protected_resource: d.resource, authorization_server: d.authorizationServer }, `${d.resource.resource} guarded by ${d.authorizationServer.issuer}`);
     });
 
   serverOption(cli.command('login').description('discovery, registration (first time), token exchange'))
@@ -184,29 +243,27 @@ export function addCommands(cli: Command): void {
       withSession(o, async (s) => {
         const t = await s.login({ scope: o.scope });
         const out = { client_id: s.guard.clientId, scope: t.scope, expires_at: new Date(t.expiresAt * 1000).toISOString(), attestation: s.status().attestation, ...(t.raw.svc_att_token ? { svc_att_token: true } : {}) };
-        print(out, `logged in to ${s.origin} as client ${s.guard.clientId} (${out.attestation}); scopes ${t.scope}; access token until ${out.expires_at}`);
+        print(io, o, out, `logged in to ${s.origin} as client ${s.guard.clientId} (${out.attestation}); scopes ${t.scope}; access token until ${out.expires_at}`);
       }),
     );
 
   serverOption(cli.command('status').description('session state from the key store')).action(async (o: SessionOptions) =>
     withSession(o, async (s) => {
       const st = s.status();
-      print(st, st.logged_in ? `logged in to ${st.server} as ${st.client_id}, scopes ${st.scope}` : `not logged in to ${st.server}`);
+      print(io, o, st, st.logged_in ? `logged in to ${st.server} as ${st.client_id}, scopes ${st.scope}` : `not logged in to ${st.server}${st.logged_out ? ' (logged out: terminus-client login starts a session)' : ''}`);
     }, false),
   );
 
-  serverOption(cli.command('logout').description('revoke the session and forget its tokens and DPoP key')).action(async (o: SessionOptions) =>
+  serverOption(cli.command('logout').description('revoke the session and forget its tokens and DPoP key; no request until the next login')).action(async (o: SessionOptions) =>
     withSession(o, async (s) => {
       await s.logout();
-      print({ logged_out: s.origin }, `logged out of ${s.origin}`);
+      print(io, o, { logged_out: s.origin }, `logged out of ${s.origin}`);
     }, false),
   );
 
   withCard(cli.command('get <path>').description('authenticated FHIR read, e.g. Slot/123 or metadata'))
     .option('--xml', 'ask for XML')
-    .action(async (path: string, o: SessionOptions & { xml?: boolean }) =>
-      withSession(o, async (s) => answer(await fhirCall(s, 'GET', path, { xml: o.xml }), (j) => `${j.resourceType}/${j.id ?? ''}`)),
-    );
+    .action(async (path: string, o: SessionOptions & { xml?: boolean }) => withSession(o, async (s) => answer(o, await fhirCall(s, 'GET', path, { xml: o.xml }), summary)));
 
   withCard(cli.command('search <type> [params...]').description('authenticated FHIR search: search Slot status=free schedule=Schedule/1'))
     .option('--xml', 'ask for XML')
@@ -218,7 +275,9 @@ export function addCommands(cli: Command): void {
           if (i <= 0) throw new LocalError(`search parameter "${p}" must be name=value`);
           q.append(p.slice(0, i), p.slice(i + 1));
         }
-        answer(await fhirCall(s, 'GET', `${type}${q.size ? `?${q}` : ''}`, { xml: o.xml }), (j) => `${(j.entry as unknown[] | undefined)?.length ?? 0} ${type} entries${j.total !== undefined ? ` of ${j.total}` : ''}`);
+        answer(o, await fhirCall(s, 'GET', `${type}${q.size ? `?${q}` : ''}`, { xml: o.xml }), (j) =>
+          j.resourceType === 'Bundle' ? bundleSummary(j, `${(j.entry as unknown[] | undefined)?.length ?? 0} ${type} entries${j.total !== undefined ? ` of ${j.total}` : ''}`) : summary(j),
+        );
       }),
     );
 
@@ -230,36 +289,42 @@ export function addCommands(cli: Command): void {
     .action(async (o: SessionOptions & { slot: string; patient?: string; patientFile?: string; async?: boolean }) =>
       withSession(o, async (s) => {
         if (!o.patient === !o.patientFile) throw new LocalError('pass exactly one of --patient Patient/ID and --patient-file FILE');
-        const slot = await fhirCall(s, 'GET', o.slot);
-        if (slot.status >= 400) throw new Refused(slot.status, slot.json ?? slot.text);
+        const patientBody = o.patientFile ? readInput(o.patientFile, '--patient-file') : undefined;
+        const read = async (ref: string) => {
+          const r = await fhirCall(s, 'GET', ref);
+          if (r.status >= 400) throw new Refused(r.status, r.json ?? r.text);
+          return r.json as Record<string, unknown>;
+        };
+        const slotId = o.slot.replace(/^\/?(fhir\/)?Slot\//, '');
+        const slot = await withScheduleCodes({ ...((await read(`Slot/${slotId}`)) as Partial<BookableSlot>), id: slotId }, read);
         let patient = o.patient!;
-        if (o.patientFile) {
-          const created = await fhirCall(s, 'POST', 'Patient', { body: fs.readFileSync(o.patientFile, 'utf8') });
+        if (patientBody !== undefined) {
+          const created = await fhirCall(s, 'POST', 'Patient', { body: patientBody });
           if (created.status >= 400) throw new Refused(created.status, created.json ?? created.text);
           patient = `Patient/${(created.json as { id: string }).id}`;
         }
-        const params = bookParameters({ ...(slot.json as { start?: string; end?: string }), id: o.slot.replace(/^Slot\//, '') }, patient);
-        const r = await fhirCall(s, 'POST', 'Appointment/$book', { body: JSON.stringify(params), prefer: o.async ? 'respond-async' : undefined });
-        if (o.async && r.status === 202) return print({ status: 202, location: r.headers['content-location'] ?? r.headers.location }, `accepted: poll ${r.headers['content-location'] ?? r.headers.location}`);
-        answer(r, (j) => `booked ${j.resourceType === 'Bundle' ? 'Appointment' : `${j.resourceType}/${j.id}`}`);
+        const r = await fhirCall(s, 'POST', 'Appointment/$book', { body: JSON.stringify(bookParameters(slot, patient)), prefer: o.async ? 'respond-async' : undefined });
+        if (o.async && r.status === 202) return print(io, o, { status: 202, location: r.headers['content-location'] ?? r.headers.location }, `accepted: poll ${r.headers['content-location'] ?? r.headers.location}`);
+        answer(o, r, (j) => `booked: ${summary(j)}`);
       }),
     );
 
   withCard(cli.command('cancel <appointment>').description('cancel an appointment (FHIRPath Patch status = cancelled)')).action(async (ref: string, o: SessionOptions) =>
     withSession(o, async (s) => {
       const patch = { resourceType: 'Parameters', parameter: [{ name: 'operation', part: [{ name: 'type', valueCode: 'replace' }, { name: 'path', valueString: 'Appointment.status' }, { name: 'value', valueCode: 'cancelled' }] }] };
-      answer(await fhirCall(s, 'PATCH', ref, { body: JSON.stringify(patch) }), (j) => `${j.resourceType}/${j.id} is ${j.status}`);
+      answer(o, await fhirCall(s, 'PATCH', ref, { body: JSON.stringify(patch) }), (j) => resourceLine(j));
     }),
   );
 
-  withCard(cli.command('http <method> <path>').description('any authenticated request; prints status, headers and body'))
+  withCard(cli.command('http <method> <path>').description('any authenticated request to the FHIR base (/fhir for a transaction Bundle, Slot?..., /fhir/metadata); prints status, headers and body'))
     .option('--data <file>', 'request body from a file')
     .option('--content-type <type>', 'content type of --data', 'application/fhir+json')
     .action(async (method: string, path: string, o: SessionOptions & { data?: string; contentType: string }) =>
       withSession(o, async (s) => {
-        const r = await fhirCall(s, method.toUpperCase(), path, { body: o.data ? fs.readFileSync(o.data, 'utf8') : undefined, contentType: o.contentType });
-        print({ status: r.status, headers: r.headers, body: r.json ?? r.text }, `${r.status}\n${r.text}`);
-        if (r.status >= 400) process.exitCode = 1;
+        const body = o.data ? readInput(o.data, '--data') : undefined;
+        const r = await fhirCall(s, method.toUpperCase(), path, { body, contentType: o.contentType });
+        print(io, o, { status: r.status, headers: r.headers, body: r.json ?? r.text }, `${r.status}\n${r.text}`);
+        if (r.status >= 400) io.exitCode = 1;
       }),
     );
 
@@ -274,7 +339,7 @@ export function addCommands(cli: Command): void {
           throw new LocalError(`--time-zone ${o.timeZone} is not a time zone (for example Europe/Berlin)`);
         }
       }
-      await servePracticePage(o);
+      await servePracticePage(io, o);
     });
 
   withCard(cli.command('stress <scenario>').description(`load: ${SCENARIOS.join(', ')}; prints req/s and p50/p95/p99`))
@@ -286,7 +351,7 @@ export function addCommands(cli: Command): void {
       if (!(SCENARIOS as readonly string[]).includes(scenario)) throw new LocalError(`unknown scenario ${scenario}: one of ${SCENARIOS.join(', ')}`);
       await withSession(o, async (s) => {
         const report = await runStress(s, scenario as (typeof SCENARIOS)[number], { durationSec: o.duration, concurrency: o.concurrency, maxRequests: o.maxRequests, slotSearch: o.slotSearch });
-        print(report, `${scenario}: ${report.requests} requests, ${report.rps} req/s, p50 ${report.p50_ms} ms, p95 ${report.p95_ms} ms, p99 ${report.p99_ms} ms, errors ${JSON.stringify(report.errors)}`);
+        print(io, o, report, `${scenario}: ${report.requests} requests, ${report.rps} req/s, p50 ${report.p50_ms} ms, p95 ${report.p95_ms} ms, p99 ${report.p99_ms} ms, errors ${JSON.stringify(report.errors)}`);
       });
     });
 }
@@ -314,26 +379,28 @@ async function lastServer(): Promise<string> {
 }
 
 /** Prints a failure and returns the exit code: 1 when the server refused, 2 for local errors. */
-export async function report(err: unknown): Promise<number> {
+export async function report(err: unknown, io: CliIo): Promise<number> {
   if (err instanceof Refused || err instanceof GuardClientError) {
     const status = err.status;
     const body = err.body as { error?: string; error_description?: string; issue?: { diagnostics?: string; details?: { text?: string } }[] } | undefined;
     const lines = [`terminus-client: the server answered ${status}`];
     if (body?.error) lines.push(`error: ${body.error}${body.error_description ? `: ${body.error_description}` : ''}`);
     for (const i of body?.issue ?? []) lines.push(`issue: ${i.diagnostics ?? i.details?.text ?? ''}`);
-    if (/htu/.test(body?.error_description ?? '')) {
-      const expected = (err as { expectedOrigin?: string }).expectedOrigin;
-      lines.push(`hint: the server expects requests for the origin ${expected ?? 'of its PUBLIC_URL (see terminus-client discover)'}: pass --server ${expected ?? '<that origin>'}`);
-    }
-    process.stderr.write(`${lines.join('\n')}\n`);
-    if (!process.stdout.isTTY && body !== undefined) process.stdout.write(`${JSON.stringify(body)}\n`);
+    const hint = (err as { hint?: string }).hint;
+    if (hint) lines.push(`hint: ${hint}`);
+    io.err(`${lines.join('\n')}\n`);
+    if (!io.isTTY && body !== undefined) io.out(`${JSON.stringify(body)}\n`);
     return 1;
   }
-  if (err instanceof KeyStoreError || err instanceof LocalError) {
-    process.stderr.write(`terminus-client: ${err.message}\n`);
+  if (err instanceof LoggedOut) {
+    io.err(`terminus-client: not logged in to ${err.origin} (logged out): run terminus-client login\n`);
+    return 2;
+  }
+  if (err instanceof KeyStoreError || err instanceof LocalError || err instanceof ClientInputError || err instanceof Unreachable) {
+    io.err(`terminus-client: ${err.message}\n`);
     return 2;
   }
   const e = err as NodeJS.ErrnoException;
-  process.stderr.write(`terminus-client: ${e?.message ?? String(err)}\n`);
+  io.err(`terminus-client: ${e?.message ?? String(err)}\n`);
   return 2;
 }

@@ -3,20 +3,20 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { addCommands, report } from './cli-commands';
+import { addCommands, processIo, report, type CliIo } from './cli-commands';
 
 /**
  * `terminus-client`: the reference client's command line (CONTRACT 6). Exit codes: 0 success, 1 the
  * server refused, 2 usage or local error.
  */
-export function program(): Command {
+export function program(io: CliIo = processIo()): Command {
   const cli = new Command('terminus-client')
     .description('reference client of a Terminus appointment repository behind its access guard')
     .version(version(), '--version')
     .exitOverride()
-    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+    .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) });
 
-  addCommands(cli);
+  addCommands(cli, io);
   cli
     .command('attestation-helper')
     .description('serve the gRPC attestation helper over the TPM (CONTRACT 9); TPM via TPM2TOOLS_TCTI')
@@ -45,7 +45,7 @@ export function program(): Command {
         eventLogFile: o.eventLog as string | undefined,
         stateDir: o.stateDir as string,
       });
-      process.stdout.write(`${JSON.stringify({ listening: helper.address, pcr23_measurement: helper.measurement.toString('hex') })}\n`);
+      io.out(`${JSON.stringify({ listening: helper.address, pcr23_measurement: helper.measurement.toString('hex') })}\n`);
       await new Promise<void>((resolve) => {
         const stop = () => helper.close().then(resolve, resolve);
         process.once('SIGINT', stop);
@@ -85,17 +85,18 @@ function version(): string {
   }
 }
 
-export async function main(argv: string[]): Promise<number> {
+/** Runs one command line; `io` is the process's streams, or a test's (with `isTTY` of its choice). */
+export async function main(argv: string[], io: CliIo = processIo()): Promise<number> {
   try {
-    await program().parseAsync(argv, { from: 'user' });
-    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+    await program(io).parseAsync(argv, { from: 'user' });
+    return io.exitCode ?? 0;
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
     if (err instanceof UsageError) {
-      process.stderr.write(`terminus-client: ${err.message}\n`);
+      io.err(`terminus-client: ${err.message}\n`);
       return 2;
     }
-    return report(err);
+    return report(err, io);
   }
 }
 

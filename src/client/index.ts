@@ -8,6 +8,9 @@ export { softwareClientStatement, DEFAULT_PRODUCT, type ProductInfo } from './cl
 export { createClientAssertion, createDpopProof, ecKeyFrom, generateEcKey, signCompactJws, type EcKey } from './crypto';
 export { fetchTransport, type HttpRequest, type HttpResponse, type HttpTransport } from './transport';
 export { helperAttestor, softwareAttestor, canonicalJwk, type Attestor } from './attestor';
-export { createClient, ClientSession, type CreateClientOptions, type HelperSettings } from './session';
-export { KeyStore, KeyStoreError, defaultHome, type StoreData, type ServerState } from './key-store';
+export { createClient, ClientSession, LoggedOut, type CreateClientOptions, type HelperSettings } from './session';
+export { ClientInputError, loadCard } from './pem-files';
+export { Unreachable } from './unreachable';
+export { bookParameters, withScheduleCodes, type BookableSlot } from './book-request';
+export { KeyStore, KeyStoreError, MIN_NEW_PASSWORD_LENGTH, defaultHome, type StoreData, type ServerState } from './key-store';
 export { runStress, SCENARIOS, type StressReport } from './stress';

@@ -15,6 +15,8 @@ export interface ServerState {
   scope?: string;
   /** The session's DPoP key (private JWK); gone at logout. */
   dpopKey?: JWK;
+  /** Set by logout: no token exchange with the remembered card until the next login. */
+  loggedOut?: boolean;
   /** Discovery documents with their ETags, revalidated after 24 h. */
   discovery?: { resource: Record<string, unknown>; authorizationServer: Record<string, unknown>; fetchedAt: number; etags: { resource?: string; authorizationServer?: string } };
 }
@@ -33,6 +35,12 @@ const FORMAT = 'terminus-client-keystore';
 const FILE = 'keystore.json';
 // scrypt N = 2^15, r = 8, p = 1: 32 MiB and tens of milliseconds per unlock (RFC 7914 §2 interactive use).
 const SCRYPT = { N: 32768, r: 8, p: 1, maxmem: 64 * 1024 * 1024 };
+/**
+ * The shortest password a new key store takes. Whoever copies the file can guess offline: scrypt
+ * makes each guess cost, but only length makes the guesses many. A store made before keeps opening
+ * with its password.
+ */
+export const MIN_NEW_PASSWORD_LENGTH = 12;
 
 interface Envelope {
   format: typeof FORMAT;
@@ -67,13 +75,17 @@ export class KeyStore {
   static async open(o: { home?: string; password?: string; lockTimeoutMs?: number } = {}): Promise<KeyStore> {
     const home = o.home ?? defaultHome();
     const password = o.password ?? process.env.TERMINUS_CLIENT_PASSWORD;
-    if (!password) throw new KeyStoreError('TERMINUS_CLIENT_PASSWORD must be set: it encrypts the key store');
+    if (!password) throw new KeyStoreError('TERMINUS_CLIENT_PASSWORD must be set (library: the password option): it encrypts the key store');
     fs.mkdirSync(home, { recursive: true, mode: 0o700 });
     fs.chmodSync(home, 0o700);
     const release = await acquireLock(path.join(home, `${FILE}.lock`), o.lockTimeoutMs ?? 60_000);
     try {
       const file = path.join(home, FILE);
       if (!fs.existsSync(file)) {
+        const length = [...password].length;
+        if (length < MIN_NEW_PASSWORD_LENGTH) {
+          throw new KeyStoreError(`TERMINUS_CLIENT_PASSWORD is too short for a new key store in ${home}: ${length} characters, at least ${MIN_NEW_PASSWORD_LENGTH} (choose a long passphrase)`);
+        }
         const salt = crypto.randomBytes(16);
         return new KeyStore(home, crypto.scryptSync(password, salt, 32, SCRYPT), salt, release, { servers: {} });
       }

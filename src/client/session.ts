@@ -1,12 +1,13 @@
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import type { AttestationHelperClient } from '../attestation-helper';
 import { helperAttestor, softwareAttestor, type Attestor } from './attestor';
 import { ecKeyFrom, generateEcKey, type EcKey } from './crypto';
 import { backoffDelay, GuardClient, RETRYABLE, type Discovery, type TokenSet } from './guard-client';
 import { KeyStore, type ServerState } from './key-store';
-import { SoftwareCard } from './software-card';
+import { ClientInputError, loadCard, readPem } from './pem-files';
+import type { SoftwareCard } from './software-card';
 import { fetchTransport, type HttpTransport } from './transport';
+import { unreachable } from './unreachable';
 
 /** The attestation helper a TPM client logs in through (address and mutual-TLS files). */
 export interface HelperSettings {
@@ -41,7 +42,15 @@ export interface CreateClientOptions {
 /** Refresh this long before the access token expires. */
 const REFRESH_AHEAD_SEC = 30;
 
-const pemOrFile = (v: string) => (v.includes('-----BEGIN') ? v : fs.readFileSync(v, 'utf8'));
+/**
+ * After `logout` the session stays logged out until `login()`: the card is not used by itself to
+ * start a new one (a logout ends the consent to act with the card, not just the tokens).
+ */
+export class LoggedOut extends Error {
+  constructor(readonly origin: string) {
+    super(`logged out of ${origin}: log in again first (terminus-client login, or login() of the library session)`);
+  }
+}
 
 /**
  * A session with one repository: registration, token exchange and refresh through the guard, the
@@ -60,10 +69,12 @@ export class ClientSession {
 
   private loadedCard?: SoftwareCard;
 
+  /** Set by `logout` (and kept in the key store) until the next `login`. */
+  private loggedOut = false;
+
   /** The institution card, read when a token exchange first needs it (status and logout do not). */
   private get card(): SoftwareCard {
-    if (!this.o.card || !this.o.key) throw new Error('this needs the institution card: pass --card CERT.pem and --key KEY.pem');
-    this.loadedCard ??= new SoftwareCard(pemOrFile(this.o.card), pemOrFile(this.o.key));
+    this.loadedCard ??= loadCard(this.o.card, this.o.key);
     return this.loadedCard;
   }
 
@@ -88,9 +99,7 @@ export class ClientSession {
       const state = store.server(origin);
       const helper = o.helper;
       // gRPC is loaded only by clients that attest through the helper.
-      const helperClient = helper
-        ? new (await import('../attestation-helper')).AttestationHelperClient(helper.address, { ca: fs.readFileSync(helper.ca), cert: fs.readFileSync(helper.cert), key: fs.readFileSync(helper.key) })
-        : undefined;
+      const helperClient = helper ? new (await import('../attestation-helper')).AttestationHelperClient(helper.address, helperFiles(helper)) : undefined;
       const attestor: Attestor = helperClient ? helperAttestor(helperClient) : softwareAttestor();
       // A registration belongs to its attestation type: switching types registers anew.
       const sameType = state.attestationType === undefined || state.attestationType === attestor.attestationType;
@@ -112,6 +121,7 @@ export class ClientSession {
         onChange: () => session?.persist(),
       });
       session = new ClientSession(origin, guard, o, attestor, helperClient);
+      session.loggedOut = state.loggedOut === true;
       return session;
     } finally {
       if (!o.store) store.close();
@@ -132,6 +142,7 @@ export class ClientSession {
       state.scope = g.tokens?.scope;
       state.dpopKey = g.tokens && g.dpopKey ? (g.dpopKey.privateKey.export({ format: 'jwk' }) as ServerState['dpopKey']) : undefined;
       state.discovery = g.discoveryCache as ServerState['discovery'];
+      state.loggedOut = this.loggedOut || undefined;
       store.data.lastServer = this.origin;
       store.save();
     } finally {
@@ -139,23 +150,30 @@ export class ClientSession {
     }
   }
 
-  /** Registration (first time per guard) and token exchange. */
-  login(o: { scope?: string } = {}): Promise<TokenSet> {
-    return this.guard.login(this.card, o);
+  /** Registration (first time per guard) and token exchange; ends a logout. */
+  async login(o: { scope?: string } = {}): Promise<TokenSet> {
+    const tokens = await this.guard.login(this.card, o);
+    if (this.loggedOut) {
+      this.loggedOut = false;
+      await this.persist();
+    }
+    return tokens;
   }
 
   /** A valid access token: refreshed ahead of expiry, concurrent callers share one refresh. */
-  accessToken(): Promise<string> {
+  async accessToken(): Promise<string> {
+    if (this.loggedOut) throw new LoggedOut(this.origin);
     return this.guard.ensureAccessToken(this.card, REFRESH_AHEAD_SEC);
   }
 
-  /** Revokes the session at the guard and forgets its tokens and DPoP key. */
+  /** Revokes the session at the guard and forgets its tokens and DPoP key; no new session until `login`. */
   async logout(): Promise<void> {
     try {
       await this.guard.revoke();
     } finally {
       this.guard.tokens = undefined;
       this.guard.dpopKey = undefined;
+      this.loggedOut = true;
       await this.persist();
     }
   }
@@ -174,7 +192,9 @@ export class ClientSession {
       await this.sign(request.url, request.method, headers);
       const res = this.guard.usesAsl()
         ? await this.throughAsl(request, headers, body)
-        : await fetch(request.url, { method: request.method, headers, body, redirect: request.redirect, signal: init?.signal ?? undefined });
+        : await fetch(request.url, { method: request.method, headers, body, redirect: request.redirect, signal: init?.signal ?? undefined }).catch((err: unknown) => {
+            throw unreachable(request.url, err);
+          });
       if ((res.status === 401 || res.status === 403) && renewals < 2) {
         await res.body?.cancel();
         // First a refresh; if the enforcement point still refuses, one full token exchange.
@@ -228,6 +248,7 @@ export class ClientSession {
       client_id: this.guard.clientId ?? null,
       attestation: this.helperClient ? 'tpm' : 'software',
       logged_in: Boolean(t),
+      ...(this.loggedOut ? { logged_out: true } : {}),
       scope: t?.scope ?? null,
       access_token_expires_at: t ? new Date(t.expiresAt * 1000).toISOString() : null,
     };
@@ -243,7 +264,38 @@ async function tokensOf(s: ServerState): Promise<TokenSet | undefined> {
   return { accessToken: s.accessToken, refreshToken: s.refreshToken, expiresAt: s.accessExpiresAt, expiresIn: 0, scope: s.scope ?? '', raw: {} };
 }
 
-/** `createClient({server, card, key, home?, password?})` (CONTRACT 6): a session whose fetch logs in by itself on first use. */
-export function createClient(o: CreateClientOptions): Promise<ClientSession> {
+/** The helper's mutual-TLS files, each checked to be PEM of its kind. */
+function helperFiles(h: HelperSettings): { ca: Buffer; cert: Buffer; key: Buffer } {
+  const pem = (value: string, option: string, what: string, kind: 'certificate' | 'private key') => Buffer.from(readPem(value, { option, what, kind }).text);
+  return {
+    ca: pem(h.ca, 'helper.ca', "the helper's CA certificate", 'certificate'),
+    cert: pem(h.cert, 'helper.cert', 'the client certificate for the helper', 'certificate'),
+    key: pem(h.key, 'helper.key', 'the key of the client certificate for the helper', 'private key'),
+  };
+}
+
+/**
+ * `createClient({server, card, key, home?, password?})` (CONTRACT 6): a session whose fetch logs in
+ * by itself on first use. Its inputs are checked now, not at the first request: the server URL, the
+ * card and key (files exist, PEM of the right kind, the key belongs to the certificate), the helper's
+ * files, and the key store password. A `ClientInputError` names the option and the file.
+ */
+export async function createClient(o: CreateClientOptions): Promise<ClientSession> {
+  checkServer(o.server);
+  loadCard(o.card, o.key);
+  if (o.helper) helperFiles(o.helper);
+  if (!o.store && !(o.password ?? process.env.TERMINUS_CLIENT_PASSWORD)) {
+    throw new ClientInputError('password', 'the key store password is not set: pass the password option or set TERMINUS_CLIENT_PASSWORD (it encrypts the key store)');
+  }
   return ClientSession.open(o);
+}
+
+function checkServer(server: string): void {
+  let url: URL;
+  try {
+    url = new URL(server);
+  } catch {
+    throw new ClientInputError('server', `server ${JSON.stringify(server)} is not a URL: the repository's origin (its PUBLIC_URL), for example http://localhost:8080`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ClientInputError('server', `server ${server} is not an http(s) URL`);
 }

@@ -1,5 +1,8 @@
-import type { ClientSession } from './session';
+import { bookParameters, withScheduleCodes, type BookableSlot } from './book-request';
 import { GuardClientError } from './guard-client';
+import type { ClientSession } from './session';
+
+export { bookParameters } from './book-request';
 
 export const SCENARIOS = ['login-storm', 'refresh-storm', 'search', 'book'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
@@ -103,10 +106,17 @@ async function freeSlotQuery(s: ClientSession): Promise<string> {
   return `schedule=Schedule/${id}&status=free&_count=200`;
 }
 
-async function freeSlots(s: ClientSession, query: string): Promise<{ id: string; start: string; end: string; serviceType?: unknown; specialty?: unknown }[]> {
+/** The slots to book, each with the codes its Schedule lends it (one read per Schedule). */
+async function freeSlots(s: ClientSession, query: string): Promise<BookableSlot[]> {
   const res = await s.fetch(`${s.origin}/fhir/Slot?${query}`, { headers: { accept: 'application/fhir+json' } });
-  const bundle = (await res.json()) as { entry?: { resource: { id: string; start: string; end: string; serviceType?: unknown; specialty?: unknown } }[] };
-  return (bundle.entry ?? []).map((e) => e.resource).reverse();
+  const bundle = (await res.json()) as { entry?: { resource: BookableSlot }[] };
+  const schedules = new Map<string, Promise<Pick<BookableSlot, 'serviceType' | 'specialty'>>>();
+  const readSchedule = (reference: string) => {
+    if (!schedules.has(reference)) schedules.set(reference, s.fetch(`${s.origin}/fhir/${reference}`, { headers: { accept: 'application/fhir+json' } }).then((r) => r.json() as Promise<Pick<BookableSlot, 'serviceType' | 'specialty'>>));
+    return schedules.get(reference)!;
+  };
+  const slots = await Promise.all((bundle.entry ?? []).map((e) => withScheduleCodes(e.resource, readSchedule)));
+  return slots.reverse();
 }
 
 async function createPatient(s: ClientSession): Promise<string> {
@@ -120,7 +130,7 @@ async function createPatient(s: ClientSession): Promise<string> {
   return `Patient/${p.id}`;
 }
 
-async function book(s: ClientSession, slot: { id: string; start: string; end: string; serviceType?: unknown; specialty?: unknown }, patient: string): Promise<number> {
+async function book(s: ClientSession, slot: BookableSlot, patient: string): Promise<number> {
   const res = await s.fetch(`${s.origin}/fhir/Appointment/$book`, {
     method: 'POST',
     headers: { 'content-type': 'application/fhir+json', accept: 'application/fhir+json' },
@@ -128,26 +138,4 @@ async function book(s: ClientSession, slot: { id: string; start: string; end: st
   });
   await res.arrayBuffer();
   return res.status;
-}
-
-/** The $book parameters for one slot and patient: serviceType and specialty taken from the slot. */
-export function bookParameters(slot: { id: string; start?: string; end?: string; serviceType?: unknown; specialty?: unknown }, patient: string): Record<string, unknown> {
-  return {
-    resourceType: 'Parameters',
-    parameter: [
-      {
-        name: 'appt-resource',
-        resource: {
-          resourceType: 'Appointment',
-          status: 'proposed',
-          start: slot.start,
-          end: slot.end,
-          ...(slot.serviceType ? { serviceType: slot.serviceType } : {}),
-          ...(slot.specialty ? { specialty: slot.specialty } : {}),
-          slot: [{ reference: `Slot/${slot.id}` }],
-          participant: [{ actor: { reference: patient }, status: 'accepted' }],
-        },
-      },
-    ],
-  };
 }

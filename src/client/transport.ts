@@ -1,3 +1,5 @@
+import { unreachable } from './unreachable';
+
 /** One HTTP exchange as the client library sees it; transports may be fetch, supertest, anything. */
 export interface HttpRequest {
   method: string;
@@ -23,6 +25,7 @@ export type HttpTransport = (req: HttpRequest) => Promise<HttpResponse>;
 /**
  * Global fetch. `connectTo` sends every request to another origin than the published one (the
  * server listens on 127.0.0.1:PORT while PUBLIC_URL names the load balancer), keeping path and query.
+ * No answer at all is an `Unreachable` naming the URL and the cause.
  */
 export function fetchTransport(opts: { connectTo?: string; timeoutMs?: number } = {}): HttpTransport {
   return async (req) => {
@@ -31,7 +34,12 @@ export function fetchTransport(opts: { connectTo?: string; timeoutMs?: number } 
       const published = new URL(req.url);
       url = `${opts.connectTo.replace(/\/+$/, '')}${published.pathname}${published.search}`;
     }
-    const res = await fetch(url, { method: req.method, headers: req.headers, body: req.body, signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000) });
+    let res: Response;
+    try {
+      res = await fetch(url, { method: req.method, headers: req.headers, body: req.body, signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000) });
+    } catch (err) {
+      throw unreachable(url, err);
+    }
     const bytes = Buffer.from(await res.arrayBuffer());
     const text = bytes.toString('utf8');
     const headers: Record<string, string> = {};

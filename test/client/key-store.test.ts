@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,7 +11,8 @@ beforeEach(() => {
 });
 afterEach(() => fs.rmSync(home, { recursive: true, force: true }));
 
-const open = (password = 'pw', lockTimeoutMs?: number) => KeyStore.open({ home, password, lockTimeoutMs });
+const PASSWORD = 'a passphrase long enough';
+const open = (password = PASSWORD, lockTimeoutMs?: number) => KeyStore.open({ home, password, lockTimeoutMs });
 
 test('round trip; a corrupted or foreign file is refused with a clear message and left untouched', async () => {
   const s = await open();
@@ -59,10 +61,10 @@ test('the lock: a second opener waits for the first; a lock left by a dead proce
   first.close();
   const s2 = await second;
   expect(s2.data.servers.x.clientId).toBe('from-first');
-  await expect(open('pw', 200)).rejects.toThrow(/locked by process/);
+  await expect(open(PASSWORD, 200)).rejects.toThrow(/locked by process/);
   s2.close();
   fs.writeFileSync(path.join(home, 'keystore.json.lock'), '999999999');
-  const taken = await open('pw', 2000);
+  const taken = await open(PASSWORD, 2000);
   taken.close();
 });
 
@@ -75,4 +77,27 @@ test('writes are atomic: no temporary file is left, the mode stays 600', async (
   s.close();
   expect(fs.readdirSync(home)).toEqual(['keystore.json']);
   expect(fs.statSync(path.join(home, 'keystore.json')).mode & 0o777).toBe(0o600);
+});
+
+test('a new key store refuses a short password and writes nothing; an existing one keeps opening with its short password', async () => {
+  for (const short of ['x', 'elevenchars', 'ääääääääääß']) {
+    const err = await open(short).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KeyStoreError);
+    expect((err as Error).message).toMatch(new RegExp(`TERMINUS_CLIENT_PASSWORD is too short for a new key store in .+: ${[...short].length} characters, at least 12`));
+  }
+  expect(fs.readdirSync(home)).toEqual([]);
+  (await open('twelve chars')).close();
+  // A store written before the rule, with a one-letter password (the format: scrypt, AES-256-GCM, the format name as AAD).
+  const salt = crypto.randomBytes(16);
+  const iv = crypto.randomBytes(12);
+  const cipher = crypto.createCipheriv('aes-256-gcm', crypto.scryptSync('x', salt, 32, { N: 32768, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }), iv);
+  cipher.setAAD(Buffer.from('terminus-client-keystore'));
+  const data = Buffer.concat([cipher.update(JSON.stringify({ servers: { 'http://old.example': { clientId: 'c-old' } } })), cipher.final()]);
+  const envelope = { format: 'terminus-client-keystore', version: 1, kdf: { name: 'scrypt', salt: salt.toString('base64'), N: 32768, r: 8, p: 1 }, cipher: 'aes-256-gcm', iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64'), data: data.toString('base64') };
+  fs.writeFileSync(path.join(home, 'keystore.json'), JSON.stringify(envelope), { mode: 0o600 });
+  const old = await open('x');
+  expect(old.data.servers['http://old.example'].clientId).toBe('c-old');
+  old.save();
+  old.close();
+  (await open('x')).close();
 });
