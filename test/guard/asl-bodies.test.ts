@@ -149,6 +149,7 @@ describe.each(['supported', 'required'] as const)('inner request bodies with ASL
       { name: 'upper case', head: (c) => [['HOST', 'terminus.example'], ['AUTHORIZATION', c.authorization], ['DPOP', c.dpop], ['CONTENT-TYPE', 'application/fhir+json'], ['CONTENT-LENGTH', length]] },
       { name: 'length first', head: (c) => [['Content-Length', length], ['Content-Type', 'application/json'], ['Host', 'terminus.example'], ['DPoP', c.dpop], ['Authorization', c.authorization]] },
       { name: 'type last, charset', head: (c) => [['cOnTeNt-LeNgTh', length], ['Host', 'terminus.example'], ['Accept', 'application/fhir+json'], ['Authorization', c.authorization], ['DPoP', c.dpop], ['Content-Type', 'application/fhir+json; charset=utf-8']] },
+      { name: 'Expect: 100-continue', head: (c) => [['Host', 'terminus.example'], ['Expect', '100-continue'], ['Authorization', c.authorization], ['DPoP', c.dpop], ['Content-Type', 'application/fhir+json'], ['Content-Length', length]] },
       { name: 'fhirVersion parameter', head: (c) => [['Host', 'terminus.example'], ['Content-Type', 'application/fhir+json; fhirVersion=4.0'], ['Authorization', c.authorization], ['Content-Length', length], ['DPoP', c.dpop], ['Prefer', 'return=representation']] },
     ];
     for (const v of variants) {
