@@ -18,6 +18,11 @@ interface KeyRow {
   unpublish_at: Date;
 }
 
+/** How long this process trusts its last read of the published keys when checking its own tokens. */
+const PUBLISHED_CACHE_MS = 10_000;
+
+type Jwks = { keys: JWK[] };
+
 /**
  * The AS's ES256 signing keys: generated on first use, private part sealed in the
  * store, public part published at jwks_uri. A key signs for `signingKeyRotationSec`, then a new
@@ -25,7 +30,9 @@ interface KeyRow {
  */
 export class SigningKeys {
   private current?: { key: SigningKey; retireAt: number };
-  private published?: { jwks: { keys: JWK[] }; at: number };
+  private published?: { jwks: Jwks; at: number };
+  private reading?: Promise<Jwks>;
+  private nextRead?: Promise<Jwks>;
   private readonly kek: KeyEncryption;
 
   constructor(
@@ -35,7 +42,11 @@ export class SigningKeys {
     this.kek = keyEncryptionFor(ctx);
   }
 
-  /** The key to sign with now. */
+  /**
+   * The key to sign with now: the newest unretired key this process can open, shared by every
+   * process with the same key-encryption key (replicas, `terminus workload-token`); a new one only
+   * when there is none.
+   */
   async signingKey(): Promise<SigningKey> {
     const now = this.ctx.now();
     if (this.current && this.current.retireAt > now.getTime()) return this.current.key;
@@ -51,25 +62,48 @@ export class SigningKeys {
     return this.current.key;
   }
 
-  /** Every key whose tokens may still be valid (jwks_uri). */
-  async jwks(): Promise<{ keys: JWK[] }> {
-    const now = this.ctx.now();
-    if (this.published && now.getTime() - this.published.at < 10_000) return this.published.jwks;
+  /**
+   * Every key whose tokens may still be valid (jwks_uri), as the store holds them now: a key that
+   * another replica or process added (a rotation, `terminus workload-token`) is published at once,
+   * before a token it signed can reach a verifier. Callers that arrive while a read is under way
+   * share the next one, so a burst costs one query at a time and nobody gets a set read before
+   * they asked.
+   */
+  jwks(): Promise<Jwks> {
+    if (!this.reading) {
+      const reading = this.read().finally(() => {
+        if (this.reading === reading) this.reading = undefined;
+      });
+      this.reading = reading;
+      return reading;
+    }
+    const settled = () => {
+      this.nextRead = undefined;
+      return this.jwks();
+    };
+    this.nextRead ??= this.reading.then(settled, settled);
+    return this.nextRead;
+  }
+
+  /**
+   * The published public key with this kid (the enforcement point checking this guard's own
+   * tokens): the last read serves for a few seconds, and a kid not in it reads the store again.
+   */
+  async publicKey(kid: string): Promise<JWK | undefined> {
+    const find = (j: Jwks) => j.keys.find((k) => k.kid === kid);
+    const last = this.published;
+    const hit = last && this.ctx.now().getTime() - last.at < PUBLISHED_CACHE_MS ? find(last.jwks) : undefined;
+    return hit ?? find(await this.jwks());
+  }
+
+  private async read(): Promise<Jwks> {
     // A key exists from the first request on, so clients and the PEP can fetch it before any token.
     await this.signingKey();
+    const now = this.ctx.now();
     const r = await this.ctx.db.query<KeyRow>('SELECT kid, public_jwk FROM guard_signing_key WHERE unpublish_at > $1 ORDER BY created_at DESC', [now]);
     const jwks = { keys: r.rows.map((row) => ({ ...row.public_jwk, kid: row.kid, use: 'sig', alg: 'ES256' })) };
     this.published = { jwks, at: now.getTime() };
     return jwks;
-  }
-
-  /** The published public key with this kid, re-reading the store once for a kid not seen yet. */
-  async publicKey(kid: string): Promise<JWK | undefined> {
-    const find = (j: { keys: JWK[] }) => j.keys.find((k) => k.kid === kid);
-    const hit = find(await this.jwks());
-    if (hit) return hit;
-    this.published = undefined;
-    return find(await this.jwks());
   }
 
   private async generate(now: Date): Promise<KeyRow> {
