@@ -25,7 +25,7 @@ import {
   upstreamProxy,
 } from './guard';
 import { Jobs } from './jobs';
-import { StoreUnavailable, type WriteInterceptor } from './store';
+import { StoreBusy, StoreUnavailable, type WriteInterceptor } from './store';
 import { subscriptionInterceptors, Subscriptions, type DispatcherSettings } from './subscriptions';
 import { withTimeout } from './shared/timeout';
 
@@ -131,6 +131,11 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv, warmUp: (work: () => P
     if (redisUnavailable(ctx, err)) {
       ctx.logger.warn({ requestId: correlationId, url: req.originalUrl }, 'request failed: redis unavailable');
       if (!res.headersSent) sendGuardError(res, ctx.config.publicUrl, new TemporarilyUnavailable('shared guard state (Redis) is unavailable; retry later'));
+      return;
+    }
+    if (err instanceof StoreBusy) {
+      ctx.logger.warn({ requestId: correlationId, url: req.originalUrl, err: err.message }, 'request refused: the server is busy (database pool)');
+      if (!res.headersSent) sendGuardError(res, ctx.config.publicUrl, new TemporarilyUnavailable(`the server is busy: ${err.message}; retry later`, { headers: { 'Retry-After': '2' } }));
       return;
     }
     if (err instanceof StoreUnavailable) {

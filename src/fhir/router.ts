@@ -3,7 +3,7 @@ import { Router, type NextFunction, type Request, type Response } from 'express'
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import type { Jobs } from '../jobs';
-import { Repository, SearchWindowCache, StoreUnavailable, type WriteInterceptor } from '../store';
+import { Repository, SearchWindowCache, StoreBusy, StoreUnavailable, type WriteInterceptor } from '../store';
 import { BODY_LIMIT, fhirBodyText, parsedBody } from './body';
 import { FHIR_JSON, FHIR_XML, FhirFormatError, MalformedUrl, negotiateFormat, parseJson, pathSegments, queryPairs, toXml } from '../model';
 import { handle, route, unknownOperation } from './interactions';
@@ -55,6 +55,7 @@ export function fhirRouter(ctx: AppContext, env: FhirEnv): Router {
   });
   router.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const known = toOutcomeError(err);
+    if (err instanceof StoreBusy) ctx.logger.warn({ requestId: res.locals.requestId as string, path: req.path, err: err.message }, 'request refused: the server is busy (database pool)');
     if (known) {
       for (const [k, v] of Object.entries(known.headers)) res.setHeader(k, v);
       send(res, known.status, known.outcome);
@@ -75,9 +76,14 @@ const WHOLE_BODY = '$this';
 
 /** Seconds a client waits before it retries while the database is away. */
 const STORE_RETRY_AFTER_SEC = '5';
+/** While every pooled connection is busy: a burst passes in about this long. */
+const BUSY_RETRY_AFTER_SEC = '2';
 
 function toOutcomeError(err: unknown): OperationOutcomeError | undefined {
   if (err instanceof OperationOutcomeError) return err;
+  if (err instanceof StoreBusy) {
+    return new OperationOutcomeError(503, [issue('transient', `The server is busy: ${err.message}; retry later`)], { 'Retry-After': BUSY_RETRY_AFTER_SEC });
+  }
   if (err instanceof StoreUnavailable) {
     return new OperationOutcomeError(503, [issue('transient', 'The database is unavailable; retry later')], { 'Retry-After': STORE_RETRY_AFTER_SEC });
   }

@@ -49,3 +49,10 @@ export const searchCache = new Counter({
   labelNames: ['result'] as const,
   registers: [metricsRegistry],
 });
+
+export const storeRefusals = new Counter({
+  name: 'terminus_db_refusals_total',
+  help: 'Store operations that failed for want of the database: busy (no pool connection became free in time while the database answered) or unavailable (the database did not answer)',
+  labelNames: ['reason'] as const,
+  registers: [metricsRegistry],
+});

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { Pool, type PoolClient, type QueryConfig } from 'pg';
+import { storeRefusals } from '../shared/metrics';
 
 // The contrib entry ships ESM-only typings; at run time its CommonJS build loads fine.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -94,12 +95,26 @@ export const SqlState = {
  * answer 503 with Retry-After, and the pool opens a new connection for the next request.
  */
 export class StoreUnavailable extends Error {
-  readonly code = 'store_unavailable';
+  readonly code: 'store_unavailable' | 'store_busy' = 'store_unavailable';
   constructor(override readonly cause: unknown) {
     // The driver's own words (connect ECONNREFUSED …): the class already says what kind of failure it is.
     super(cause instanceof Error ? cause.message : String(cause));
   }
 }
+
+/**
+ * Every pooled connection stayed checked out for STORE_CONNECT_TIMEOUT_MS while the database kept
+ * answering (a burst larger than the pool, or slow statements holding it): the server is busy, the
+ * database is not down. Still a 503 with Retry-After, but one that tells the operator to look at
+ * the load and DB_POOL_SIZE rather than at the database.
+ */
+export class StoreBusy extends StoreUnavailable {
+  override readonly code = 'store_busy';
+  constructor(readonly waitedMs: number) {
+    super(new Error(`no database connection became free within ${waitedMs / 1000} s`));
+  }
+}
+
 
 /** SQLSTATE classes and driver errors that mean "no database right now" rather than "this statement failed". */
 function isConnectionFailure(err: unknown): boolean {
@@ -115,7 +130,14 @@ function isConnectionFailure(err: unknown): boolean {
 }
 
 function unavailableOr(err: unknown): unknown {
-  return isConnectionFailure(err) ? new StoreUnavailable(err) : err;
+  if (!isConnectionFailure(err)) return err;
+  storeRefusals.inc({ reason: 'unavailable' });
+  return new StoreUnavailable(err);
+}
+
+/** pg-pool's words when a caller waited connectionTimeoutMillis for a connection of a full pool. */
+function isPoolWaitTimeout(err: unknown): boolean {
+  return err instanceof Error && err.message === 'timeout exceeded when trying to connect';
 }
 
 export function sqlState(err: unknown): string | undefined {
@@ -249,11 +271,15 @@ function queryConfig(sql: string, values: unknown[], opts: QueryOptions): QueryC
 class PgDb implements Db {
   readonly kind = 'pg' as const;
   readonly inTransaction = false;
+  /** When a connection last failed (refused, dropped, an answer or a connect timed out), epoch ms. */
+  private lastFailureAt = Number.NEGATIVE_INFINITY;
   constructor(private readonly pool: Pool) {
     // An idle connection that the server drops (restart, pg_terminate_backend, a network cut)
     // emits 'error' on the pool: without a listener that event would end the process. The pool has
     // already discarded the connection; the next query opens a new one.
-    pool.on('error', () => undefined);
+    pool.on('error', () => {
+      this.lastFailureAt = Date.now();
+    });
   }
 
   afterCommit(fn: () => void): void {
@@ -261,20 +287,22 @@ class PgDb implements Db {
   }
 
   async query<T>(sql: string, params: unknown[] = [], opts: QueryOptions = {}): Promise<QueryResult<T>> {
+    const started = Date.now();
     try {
       const r = await this.pool.query(queryConfig(sql, params, opts));
       return { rows: r.rows as T[], rowCount: r.rowCount ?? 0 };
     } catch (err) {
-      throw unavailableOr(err);
+      throw this.failure(err, started);
     }
   }
 
   async transaction<T>(fn: (tx: Db) => Promise<T>): Promise<T> {
     let client: PoolClient;
+    const started = Date.now();
     try {
       client = await this.pool.connect();
     } catch (err) {
-      throw unavailableOr(err);
+      throw this.failure(err, started);
     }
     // A checked-out connection is ours to watch: a drop between two statements emits 'error' on it.
     let broken: unknown;
@@ -294,12 +322,29 @@ class PgDb implements Db {
       // A connection that lost its peer (or missed an answer) cannot roll back: destroying it does,
       // on the server's side, without waiting another timeout for a ROLLBACK that cannot come.
       if (!broken) await client.query('ROLLBACK').catch(() => undefined);
-      throw unavailableOr(err);
+      throw this.failure(err, started);
     } finally {
       client.off('error', onError);
       // A connection that failed is destroyed, not handed to the next request.
       client.release(broken instanceof Error ? broken : broken ? new Error(String(broken)) : undefined);
     }
+  }
+
+  /**
+   * What a failed statement or checkout means. A wait for a connection of a full pool that timed
+   * out is the server being busy, unless connections failed while it waited or just before (a
+   * partition under load fills the pool with connections that never answer): then the database is
+   * what is missing. Every other connection failure marks the database as failing now.
+   */
+  private failure(err: unknown, started: number): unknown {
+    // Already judged where it happened (the outer Db used inside a transaction).
+    if (err instanceof StoreUnavailable) return err;
+    if (isPoolWaitTimeout(err) && this.lastFailureAt < started - STORE_CONNECT_TIMEOUT_MS) {
+      storeRefusals.inc({ reason: 'busy' });
+      return new StoreBusy(STORE_CONNECT_TIMEOUT_MS);
+    }
+    if (isConnectionFailure(err) && !isPoolWaitTimeout(err)) this.lastFailureAt = Date.now();
+    return unavailableOr(err);
   }
 
   poolState(): { total: number; idle: number; waiting: number } {
