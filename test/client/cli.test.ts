@@ -216,6 +216,10 @@ test('logout revokes the refresh token at the server; a second login reuses the 
   const revoked = await server.ctx.db.query<{ n: string }>('SELECT count(*)::text AS n FROM guard_session WHERE client_id = $1 AND revoked_at IS NULL', [clientId]);
   expect(revoked.rows[0].n).toBe('0');
   expect((await cli(['status'])).json.logged_in).toBe(false);
+  // No silent token exchange with the remembered card: the user is told to log in.
+  const get = await cli(['get', 'Schedule?_count=1']);
+  expect(get.code).toBe(2);
+  expect(get.stderr).toBe(`terminus-client: not logged in to ${origin} (logged out): run terminus-client login\n`);
   const again = await cli(['login', ...card()]);
   expect(again.code).toBe(0);
   expect(again.json.client_id).toBe(clientId);
