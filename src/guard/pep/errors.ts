@@ -11,6 +11,17 @@ function dpopChallenge(code?: string, params: Record<string, string> = {}): stri
   return `DPoP ${attrs.join(', ')}`;
 }
 
+/**
+ * A scope as RFC 6749 §3.3 spells scope tokens (NQCHAR: %x21 / %x23-5B / %x5D-7E), which is what
+ * RFC 6750 §3 allows in the challenge's `scope`. A scope named after the request (the type of a
+ * chained parameter with multibyte or undecodable characters) may hold others: those are
+ * percent-encoded as UTF-8, so the challenge stays a valid header value (RFC 9110 §5.5) and a
+ * quoted-string (no `"` or `\`).
+ */
+function scopeToken(scope: string): string {
+  return scope.replace(/[^\x21\x23-\x5b\x5d-\x7e]/gu, (ch) => [...Buffer.from(ch, 'utf8')].map((b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join(''));
+}
+
 /** Adds the DPoP challenge to a 401 that has none yet (errors thrown by shared checks such as verifyDpopProof). */
 export function withChallenge(err: GuardError): GuardError {
   if (err.status !== 401 || err.headers['WWW-Authenticate']) return err;
@@ -28,7 +39,7 @@ export class MissingCredentials extends GuardError {
 export class InsufficientScope extends GuardError {
   constructor(readonly missing: string[]) {
     super('insufficient_scope', 403, `the access token lacks the scope ${missing.join(' ')}`, {
-      headers: { 'WWW-Authenticate': dpopChallenge('insufficient_scope', { scope: missing.join(' ') }) },
+      headers: { 'WWW-Authenticate': dpopChallenge('insufficient_scope', { scope: missing.map(scopeToken).join(' ') }) },
     });
   }
 }
