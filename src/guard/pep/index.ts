@@ -88,7 +88,9 @@ export function enforcementPoint(ctx: AppContext, options: PepOptions) {
         if (!isGuardError(err)) return next(err);
         sendGuardError(res, settings.issuer, withChallenge(err));
       },
-    );
+    )
+      // Answering can fail too (a header value Node refuses): the app's 500, not an unhandled rejection that ends the process.
+      .catch(next);
   };
 }
 
