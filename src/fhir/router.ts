@@ -5,7 +5,7 @@ import type { AppContext } from '../context';
 import type { Jobs } from '../jobs';
 import { Repository, SearchWindowCache, StoreBusy, StoreUnavailable, type WriteInterceptor } from '../store';
 import { BODY_LIMIT, fhirBodyText, parsedBody } from './body';
-import { FHIR_JSON, FHIR_XML, FhirFormatError, MalformedUrl, negotiateFormat, parseJson, pathSegments, queryPairs, toXml } from '../model';
+import { FHIR_JSON, FHIR_XML, FhirFormatError, formPairs, MalformedUrl, negotiateFormat, parseJson, pathSegments, queryPairs, toXml } from '../model';
 import { handle, route, unknownOperation } from './interactions';
 import { issue, notSupported, OperationOutcomeError, outcome } from '../shared/outcomes';
 import type { FhirEnv, FhirRequest, RequestIdentity } from './request';
@@ -134,7 +134,7 @@ function toFhirRequest(req: Request, query: [string, string][], identity?: Reque
   if (text.trim() !== '') {
     if (contentType?.toLowerCase().startsWith('application/x-www-form-urlencoded')) {
       // POST [type]/_search: form parameters join the URL's.
-      pairs = [...query, ...new URLSearchParams(text).entries()];
+      pairs = [...query, ...formPairs(text)];
     } else if (contentType?.toLowerCase().startsWith('application/json-patch+json')) {
       body = parseJsonPatch(text);
     } else {

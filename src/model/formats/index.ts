@@ -6,4 +6,4 @@ export { FHIR_JSON, FHIR_XML, type FhirFormat } from './media-types';
 export { negotiateFormat } from './negotiate-format';
 export { parseBody } from './parse-body';
 export { toXml } from './to-xml';
-export { pathSegments, queryPairs } from './url-path';
+export { formPairs, pathSegments, queryPairs } from './url-path';
