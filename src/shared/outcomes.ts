@@ -39,7 +39,10 @@ export function outcome(issues: OperationOutcomeIssue[]): OperationOutcome {
 export function issue(code: OperationOutcomeIssue['code'], diagnostics: string, expression?: string | string[], severity: OperationOutcomeIssue['severity'] = 'error'): OperationOutcomeIssue {
   const text = representable(diagnostics);
   const i: OperationOutcomeIssue = { severity, code, diagnostics: text, details: { text } };
-  if (expression !== undefined) i.expression = (Array.isArray(expression) ? expression : [expression]).map(representable);
+  // An expression names an element: an empty one (a parameter whose name is only blanks) names
+  // nothing, and is no FHIR string either (R4 datatype string: at least one character).
+  const named = expression === undefined ? [] : (Array.isArray(expression) ? expression : [expression]).filter((e) => e !== '');
+  if (named.length > 0) i.expression = named.map(representable);
   return i;
 }
 
