@@ -110,8 +110,9 @@ function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolea
     throw new LocalError(`--server ${server} is not a URL`);
   }
   const remembered = store.server(origin) as Record<string, unknown>;
-  const card = o.card ?? (remembered.cardFile as string | undefined);
-  const key = o.key ?? (remembered.keyFile as string | undefined);
+  // Remembered as absolute paths: a later command may run in another folder.
+  const card = absolute(o.card) ?? (remembered.cardFile as string | undefined);
+  const key = absolute(o.key) ?? (remembered.keyFile as string | undefined);
   if (requireCard && (!card || !key)) throw new LocalError('pass --card CERT.pem and --key KEY.pem (remembered after the first login)');
   const helper = helperSettings(o, remembered.helper as HelperSettings | undefined);
   if (card) remembered.cardFile = card;
@@ -136,11 +137,9 @@ async function servePracticePage(io: CliIo, o: SessionOptions & { port: number; 
   const session = await ClientSession.open(settings);
   try {
     await session.accessToken();
-    const scope = session.guard.tokens?.scope ?? '';
-    if (!scope.split(' ').includes('system/*.cruds')) {
-      io.err(`terminus-client: warning: this card has no owner scopes (${scope}); put its Telematik-ID into the server's REPOSITORY_OWNERS to confirm appointments and create calendars\n`);
-    }
-    const { startPracticeUi } = await import('./ui/server');
+    const { ownerScopeWarning, startPracticeUi } = await import('./ui/server');
+    const warning = await ownerScopeWarning(session, settings);
+    if (warning) io.err(`terminus-client: warning: ${warning}\n`);
     const ui = await startPracticeUi({ origin: session.origin, fetch: session.fetch, port: o.port, timeZone: o.timeZone, log: (line) => io.err(`${line}\n`) }).catch((err: NodeJS.ErrnoException) => {
       throw err.code === 'EADDRINUSE' ? new LocalError(`--port ${o.port}: 127.0.0.1:${o.port} is already in use`) : err;
     });
@@ -159,9 +158,14 @@ function helperSettings(o: SessionOptions, remembered: HelperSettings | undefine
   if (o.attestation === 'software') return undefined;
   if (o.attestation === 'tpm' || o.helper) {
     if (!o.helper || !o.helperCa || !o.helperCert || !o.helperKey) throw new LocalError('--attestation tpm needs --helper ADDR --helper-ca F --helper-cert F --helper-key F');
-    return { address: o.helper, ca: o.helperCa, cert: o.helperCert, key: o.helperKey };
+    return { address: o.helper, ca: absolute(o.helperCa)!, cert: absolute(o.helperCert)!, key: absolute(o.helperKey)! };
   }
   return remembered;
+}
+
+/** A file option as an absolute path (PEM text stays as it is). */
+function absolute(file: string | undefined): string | undefined {
+  return file === undefined || file.includes('-----BEGIN') ? file : path.resolve(file);
 }
 
 const serverOption = (c: Command) =>
@@ -295,7 +299,8 @@ export function addCommands(cli: Command, io: CliIo): void {
           if (r.status >= 400) throw new Refused(r.status, r.json ?? r.text);
           return r.json as Record<string, unknown>;
         };
-        const slotId = o.slot.replace(/^\/?(fhir\/)?Slot\//, '');
+        const slotId = /^(?:.*\/)?Slot\/([^/?#]+)\/?$/.exec(o.slot)?.[1] ?? (o.slot.includes('/') ? undefined : o.slot);
+        if (!slotId) throw new LocalError(`--slot ${o.slot} is not a Slot reference: Slot/ID`);
         const slot = await withScheduleCodes({ ...((await read(`Slot/${slotId}`)) as Partial<BookableSlot>), id: slotId }, read);
         let patient = o.patient!;
         if (patientBody !== undefined) {

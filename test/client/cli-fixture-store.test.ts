@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { composeParts } from '../../src/app';
+import { KeyStore } from '../../src/client';
 import { main } from '../../src/client/cli';
 import type { CliIo } from '../../src/client/cli-commands';
 import { importResources, readResourceFile } from '../../src/fhir';
@@ -159,7 +160,12 @@ test('after logout a resource command asks for login (exit 2) and does not use t
 
 test('login through another origin than PUBLIC_URL (localhost for 127.0.0.1): the 409 comes with the origin to use', async () => {
   const own = path.join(dir, 'origin-home');
-  expect((await cli(['login', '--server', origin, ...card()], { home: own })).code).toBe(0);
+  // Card paths relative to the working directory are remembered as absolute ones (a later command may run elsewhere).
+  const relative = card().map((a) => (a.startsWith('--') ? a : path.relative(process.cwd(), a)));
+  expect((await cli(['login', '--server', origin, ...relative], { home: own })).code).toBe(0);
+  const store = await KeyStore.open({ home: own, password: PASSWORD });
+  expect(store.server(origin)).toMatchObject({ cardFile: card()[1], keyFile: card()[3] });
+  store.close();
   const other = origin.replace('127.0.0.1', 'localhost');
   const r = await cli(['login', '--server', other, ...card()], { home: own });
   expect(r.code).toBe(1);
