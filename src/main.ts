@@ -39,7 +39,7 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'workload-token':
-      return printWorkloadToken(config, args);
+      return (await import('./cli/workload-token')).runWorkloadToken(config, args);
     default:
       return (await import('./cli/import')).runImport(config, args);
   }
@@ -55,31 +55,10 @@ async function runWithoutConfig(command: string, args: string[]): Promise<number
   return 0;
 }
 
-/** `terminus workload-token`: CONTRACT 11, this guard as the workload issuer of a service calling another guard. */
-async function printWorkloadToken(config: Config, args: string[]): Promise<number> {
-  const { guardSettings, issueWorkloadToken, MAX_WORKLOAD_TOKEN_TTL_SEC, SigningKeys } = await import('./guard');
-  const values = (name: string) => args.flatMap((a, i) => (a === name && args[i + 1] !== undefined ? [args[i + 1]] : []));
-  const sub = values('--sub')[0];
-  const aud = values('--aud');
-  const ttl = Number(values('--ttl')[0] ?? '300');
-  if (!sub || aud.length === 0 || !(Number.isInteger(ttl) && ttl > 0 && ttl <= MAX_WORKLOAD_TOKEN_TTL_SEC)) {
-    process.stderr.write(`terminus: workload-token needs --sub SUBJECT and --aud AUDIENCE (the other guard's token endpoint or issuer); --ttl 1 to ${MAX_WORKLOAD_TOKEN_TTL_SEC} seconds (default 300)\n`);
-    return 2;
-  }
-  const db = await (await application()).openStore(config);
-  try {
-    const ctx = { config, db, logger: (await import('./logger')).createLogger('silent'), now: () => new Date() };
-    const token = await issueWorkloadToken(new SigningKeys(ctx, guardSettings(config)), guardSettings(config), ctx.now(), { sub, aud, ttlSec: ttl });
-    process.stdout.write(`${token}\n`);
-    return 0;
-  } finally {
-    await db.close();
-  }
-}
-
 async function serve(config: Config): Promise<number> {
   const logger = (await import('./logger')).createLogger(config.logLevel, config.logFormat);
-  const server = await (await application()).startServer(config);
+  // The server answers `terminus workload-token` of this machine (workload-socket.ts).
+  const server = await (await application()).startServer(config, undefined, { workloadSocket: true });
   logger.info({ url: server.url, publicUrl: config.publicUrl, store: server.ctx.db.kind, metrics: server.metricsUrl ?? 'off' }, 'terminus listening');
   logDevelopmentCards(config, logger);
   await new Promise<void>((resolve) => {

@@ -11,6 +11,7 @@ import { API_VERSION, loadPolicyData } from './guard';
 import { preloadValidation } from './model';
 import { metricsAddressIsFree, startMetricsListener } from './metrics-listener';
 import { withTimeout } from './shared/timeout';
+import { startWorkloadSocket, workloadSocketWanted } from './workload-socket';
 
 export interface RunningServer {
   ctx: AppContext;
@@ -130,7 +131,15 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
  * A failing start closes what it opened (the store and Redis when it created the context) and
  * rejects with a ConfigError naming the variable where one is to blame (HOST, PORT, ...).
  */
-export async function startServer(config: Config, ctx?: AppContext): Promise<RunningServer> {
+export interface StartOptions {
+  /**
+   * Serve `terminus workload-token` on DATA_DIR/terminus.sock where the command cannot mint with
+   * this server's key by itself (workload-socket.ts): `terminus serve` does.
+   */
+  workloadSocket?: boolean;
+}
+
+export async function startServer(config: Config, ctx?: AppContext, options: StartOptions = {}): Promise<RunningServer> {
   // A POLICY_FILE of the wrong shape, or a HOST, PORT or METRICS_PORT that cannot be had, fails the
   // start at once, before the store is opened and migrated (the guard loads the policy again when
   // it is composed; the listeners bind again once the app is ready).
@@ -140,6 +149,7 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
   const context = ctx ?? (await createContext(config));
   let server: http.Server | undefined;
   let metrics: http.Server | undefined;
+  let socket: http.Server | undefined;
   let terminus: Terminus | undefined;
   let started = false;
   try {
@@ -156,12 +166,14 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
     answerClientErrors(server);
     await listen(server, config);
     metrics = await startMetricsListener(config, context);
+    if (options.workloadSocket && workloadSocketWanted(config)) socket = await startWorkloadSocket(config, context);
     // Every replica works the job queue and sweeps up jobs a crashed replica left behind.
     started = true;
     await terminus.start();
   } catch (err) {
     server?.close();
     metrics?.close();
+    socket?.close();
     if (started && terminus) await withTimeout(terminus.stop(), SHUTDOWN_STEP_MS, 'jobs did not stop').catch(() => undefined);
     if (!ctx) await closeContext(context);
     throw err;
@@ -179,6 +191,7 @@ export async function startServer(config: Config, ctx?: AppContext): Promise<Run
     metricsUrl: metricsAddress ? `http://${config.metricsHost}:${metricsAddress.port}/metrics` : undefined,
     close() {
       closing ??= (async () => {
+        socket?.close();
         metrics?.close();
         metrics?.closeAllConnections();
         await new Promise<void>((resolve) => {

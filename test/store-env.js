@@ -24,6 +24,7 @@ const STORE_FREE = [
   'test/guard/asl-vectors.test.ts',
   'test/guard/pep/required-scopes.test.ts',
   'test/ops-startup.test.ts',
+  'test/ops-workload-token.test.ts',
   'test/protocol/opening-hours.test.ts',
   'test/server.test.ts',
   'test/store/demo.test.ts',

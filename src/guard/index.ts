@@ -11,7 +11,7 @@ export { sendGuardError } from './http/respond';
 export { createDevPki, DevPkiExists, writeDevPki } from './pki/dev-pki';
 export { enforcementPoint, pepSettings, upstreamProxy, type PepOptions } from './pep';
 export { loadPolicyData, policyEngineReady } from './policy';
-export { issueWorkloadToken, MAX_WORKLOAD_TOKEN_TTL_SEC } from './authserver/workload/issue-workload-token';
+export { InvalidWorkloadRequest, issueWorkloadToken, MAX_WORKLOAD_TOKEN_TTL_SEC } from './authserver/workload/issue-workload-token';
 export { SigningKeys } from './keys/signing-keys';
 export { guardSettings } from './settings';
 export { aslRequired, aslRoutes } from './asl/asl-routes';

@@ -1,17 +1,20 @@
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { exportJWK, generateKeyPair, jwtVerify, SignJWT, type JWK } from 'jose';
+import { promisify } from 'node:util';
+import { createLocalJWKSet, decodeProtectedHeader, exportJWK, generateKeyPair, jwtVerify, SignJWT, type JWK } from 'jose';
 import request from 'supertest';
 import { createDpopProof, generateEcKey, type EcKey } from '../../src/client/crypto';
 import { issueWorkloadToken, SigningKeys, guardSettings } from '../../src/guard';
 import { WorkloadIssuers } from '../../src/guard/authserver/workload/workload-issuers';
 import type { AccessTokenPayload } from '../../src/guard/authserver/tokens/access-token';
 import { requestIdentity } from '../../src/guard/pep/identity';
+import { startServer } from '../../src/server';
+import { createTestContext } from '../helpers/context';
 import { call, pepHarness, type PepHarness } from './pep/helpers';
 import type { TestToken } from './helpers/get-token';
 
@@ -259,6 +262,58 @@ describe('workload token exchange', () => {
       await b.target.close();
       await b.a2.close();
       await a.close();
+    }
+  });
+});
+
+describe('this guard as the workload issuer: the key its tokens are signed with', () => {
+  const request_ = { sub: 'reporting', aud: ['https://b.example/svc/v1/token'], ttlSec: 300 };
+  const kids = (keys: JWK[]) => keys.map((k) => k.kid);
+
+  test("a key one replica or process adds is at every replica's jwks_uri at once; minting again reuses it", async () => {
+    const env = { GUARD_KEY_SECRET: 'workload-issuer-test-secret-0123456789' };
+    const a = await pepHarness({ env });
+    const b = await pepHarness({ env, db: a.ctx.db });
+    try {
+      const before = (await request(b.app).get('/svc/v1/jwks')).body.keys as JWK[];
+      expect(before).toHaveLength(1);
+      // Past the rotation on A (30 days): the next token A signs is signed with a new key.
+      a.ctx.clock.advance(30 * 86_400_000 + 60_000);
+      const settings = guardSettings(a.ctx.config);
+      // Each call as the command makes it: a process of its own (a new SigningKeys) with the secret.
+      const tokens = [];
+      for (let i = 0; i < 3; i++) tokens.push(await issueWorkloadToken(new SigningKeys(a.ctx, settings), settings, a.ctx.now(), request_));
+      const kid = decodeProtectedHeader(tokens[0]).kid!;
+      expect(tokens.map((t) => decodeProtectedHeader(t).kid)).toEqual([kid, kid, kid]);
+      expect(kids(before)).not.toContain(kid);
+      // B read its key set a moment ago and its clock did not move: it publishes the new key anyway.
+      const after = (await request(b.app).get('/svc/v1/jwks')).body.keys as JWK[];
+      expect(kids(after)).toEqual([kid, ...kids(before)]);
+      for (const token of tokens) await jwtVerify(token, createLocalJWKSet({ keys: after }), { audience: request_.aud[0], currentDate: a.ctx.now() });
+    } finally {
+      await b.close();
+      await a.close();
+    }
+  });
+
+  (process.env.DATABASE_URL ? test : test.skip)('PostgreSQL without GUARD_KEY_SECRET: `terminus workload-token` asks the server of its DATA_DIR, the only process that can open its keys', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'workload-pg-'));
+    const ctx = await createTestContext({ env: { DATA_DIR: dataDir, PUBLIC_URL: 'https://a.example' } });
+    const server = await startServer({ ...ctx.config, port: 0, host: '127.0.0.1' }, ctx, { workloadSocket: true });
+    try {
+      const jwks = async () => (await request(server.http).get('/svc/v1/jwks')).body.keys as JWK[];
+      const before = await jwks();
+      const r = await promisify(execFile)(
+        process.execPath,
+        ['--import', 'tsx', path.join(__dirname, '..', '..', 'src', 'main.ts'), 'workload-token', '--sub', 'reporting', '--aud', request_.aud[0]],
+        { env: { PATH: process.env.PATH, DATA_DIR: dataDir, DATABASE_URL: process.env.DATABASE_URL, LOG_LEVEL: 'silent' }, timeout: 90_000 },
+      );
+      expect(r.stderr).toBe('');
+      expect(await jwks()).toEqual(before);
+      await jwtVerify(r.stdout.trim(), createLocalJWKSet({ keys: before }), { issuer: 'https://a.example', audience: request_.aud[0] });
+    } finally {
+      await server.close();
+      fs.rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });
