@@ -16,7 +16,7 @@ export function bundleSummary(bundle: Json, head: string): string {
 
 /** One resource: its reference, then what tells it apart by type (generic: status, name, title, date). */
 export function resourceLine(r: Json): string {
-  const ref = `${String(r.resourceType)}/${String(r.id ?? '')}`;
+  const ref = r.id === undefined ? String(r.resourceType) : `${String(r.resourceType)}/${String(r.id)}`;
   const describe = DESCRIBE[String(r.resourceType)] ?? generic;
   return [ref, ...describe(r)].filter((x) => x).join('  ');
 }

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { ClientInputError, createClient, GuardClient, Unreachable } from '../../src/client';
 import { main } from '../../src/client/cli';
 import { fhirUrl, type CliIo } from '../../src/client/cli-commands';
+import { bundleSummary, resourceLine } from '../../src/client/summary';
 import { createCardCa, issueCard } from '../../src/guard/pki/dev-pki';
 import { freePort } from '../helpers/swtpm';
 
@@ -179,4 +180,21 @@ test.each([
   ['https://other/fhir/Slot', 'https://other/fhir/Slot'],
 ])('the FHIR path %s is %s (with or without the /fhir prefix)', (p, url) => {
   expect(fhirUrl('http://x', p)).toBe(url);
+});
+
+describe('terminal summaries', () => {
+  test.each([
+    [{ resourceType: 'Slot', id: 's1', start: '2027-01-31T11:05:00Z', end: '2027-01-31T11:55:00Z', status: 'free', schedule: { reference: 'Schedule/x' } }, 'Slot/s1  2027-01-31 11:05-11:55Z  free  Schedule/x'],
+    [{ resourceType: 'Slot', id: 's2', start: '2027-01-31T23:30:00+01:00', end: '2027-02-01T00:15:30+01:00', status: 'busy', schedule: { reference: 'Schedule/x' } }, 'Slot/s2  2027-01-31 23:30+01:00 - 2027-02-01 00:15:30+01:00  busy  Schedule/x'],
+    [{ resourceType: 'Patient', id: 'p', name: [{ family: 'Muster', given: ['Erika'] }], birthDate: '1970-01-01', gender: 'female' }, 'Patient/p  Erika Muster  1970-01-01  female'],
+    [{ resourceType: 'CapabilityStatement', status: 'active', name: 'Terminus', date: '2026-01-01' }, 'CapabilityStatement  active  Terminus  2026-01-01'],
+    [{ resourceType: 'OperationOutcome', issue: [{ severity: 'error', diagnostics: 'no' }] }, 'OperationOutcome  error: no'],
+  ])('%j reads %s', (resource, line) => {
+    expect(resourceLine(resource)).toBe(line);
+  });
+
+  test('a search Bundle: the head, a line per entry, the next page', () => {
+    const bundle = { resourceType: 'Bundle', type: 'searchset', total: 2, entry: [{ resource: { resourceType: 'Schedule', id: 'a', active: true, serviceType: [{ text: 'Neurologie' }] } }], link: [{ relation: 'next', url: 'http://x/fhir/Schedule?_page=2' }] };
+    expect(bundleSummary(bundle, '1 Schedule entries of 2')).toBe('1 Schedule entries of 2\n  Schedule/a  active  Neurologie\n  more: http://x/fhir/Schedule?_page=2');
+  });
 });
