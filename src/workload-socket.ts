@@ -54,6 +54,7 @@ export async function startWorkloadSocket(config: Config, ctx: AppContext): Prom
   };
   if (Buffer.byteLength(file) > MAX_SOCKET_PATH_BYTES) return unavailable(`the socket path is longer than ${MAX_SOCKET_PATH_BYTES} bytes (choose a shorter DATA_DIR)`);
   if (fs.existsSync(file)) {
+    if (!fs.lstatSync(file).isSocket()) return unavailable('a file that is not a socket is in its place');
     if (await answers(file)) return unavailable('another running server already answers on it');
     // Left by a server that did not stop cleanly.
     fs.rmSync(file, { force: true });
