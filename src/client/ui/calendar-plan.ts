@@ -1,12 +1,15 @@
 import crypto from 'node:crypto';
-import type { Bundle, BundleEntry, Coding, Schedule, Slot } from '@medplum/fhirtypes';
+import type { Bundle, BundleEntry, CodeableConcept, Coding, Schedule, Slot } from '@medplum/fhirtypes';
 import { OpeningHoursError, slotWindows, type OpeningHours, type SlotWindow } from '../../protocol/opening-hours';
 import { Fhir, FhirError, outcome } from './fhir';
-import { BOOKING_CONFIRMATION_URL, SCHEDULE_NAME_URL } from './practice';
+import { conceptLabel } from './labels';
+import { BOOKING_CONFIRMATION_URL, calendarSummary, SCHEDULE_NAME_URL } from './practice';
 
 const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';
 /** One calendar made on the page holds at most this many slots (one transaction, under the 5 MB body limit). */
 export const MAX_SLOTS = 5000;
+/** The overlaps one check reports at most (enough to show; the calendar is refused at the first). */
+const MAX_CONFLICTS = 50;
 
 /** The "new calendar" form, as the page sends it. */
 export interface CalendarForm {
@@ -14,7 +17,8 @@ export interface CalendarForm {
   /** `Practitioner/{id}` or `HealthcareService/{id}`. */
   actor: string;
   actorDisplay?: string;
-  serviceType: Coding;
+  /** Codings and text, or text alone (ISiKKalender: serviceType.text suffices). */
+  serviceType: CodeableConcept;
   specialty: Coding;
   hours: OpeningHours;
   slotMinutes: number;
@@ -41,19 +45,35 @@ export interface CalendarPreview {
   conflicts: Conflict[];
 }
 
+/** A refusal of one field of the form: its OperationOutcome expression, and the field for the page to name. */
+const badField = (field: string, message: string) => new FhirError(400, outcome('invalid', message, field), { code: 'form-field', field });
+
 /** Reads and checks the form; every refusal names its field (OperationOutcome expression). */
 export function parseForm(body: unknown): CalendarForm {
   const b = (body ?? {}) as Record<string, unknown>;
-  const bad = (field: string, message: string) => new FhirError(400, outcome('invalid', message, field));
+  const bad = badField;
   const text = (field: string, max = 200): string => {
     const v = b[field];
     if (typeof v !== 'string' || !v.trim() || v.length > max) throw bad(field, `${field}: required text of at most ${max} characters`);
     return v.trim();
   };
-  const coding = (field: string): Coding => {
-    const c = b[field] as Coding | undefined;
+  const codingOf = (field: string, c: Coding | undefined): Coding => {
     if (!c || typeof c !== 'object' || typeof c.system !== 'string' || typeof c.code !== 'string' || !c.system || !c.code) throw bad(field, `${field}: choose a code`);
     return { system: c.system, code: c.code, ...(typeof c.display === 'string' ? { display: c.display } : {}) };
+  };
+  const coding = (field: string): Coding => codingOf(field, b[field] as Coding | undefined);
+  // A CodeableConcept (codings and/or text), or a bare Coding.
+  const concept = (field: string): CodeableConcept => {
+    const v = b[field] as (CodeableConcept & Coding) | undefined;
+    if (!v || typeof v !== 'object' || Array.isArray(v)) throw bad(field, `${field}: choose one or enter it as text`);
+    if (typeof v.system === 'string' || typeof v.code === 'string') return { coding: [codingOf(field, v)] };
+    if (v.coding !== undefined && !Array.isArray(v.coding)) throw bad(field, `${field}.coding: a list of codes`);
+    const codings = (v.coding ?? []).map((c) => codingOf(field, c));
+    if (v.text !== undefined && typeof v.text !== 'string') throw bad(field, `${field}.text: text`);
+    const text = v.text?.trim();
+    if (text && text.length > 200) throw bad(field, `${field}.text: at most 200 characters`);
+    if (!codings.length && !text) throw bad(field, `${field}: choose one or enter it as text`);
+    return { ...(codings.length ? { coding: codings } : {}), ...(text ? { text } : {}) };
   };
   const actor = text('actor');
   if (!/^(Practitioner|HealthcareService)\/[A-Za-z0-9\-.]{1,64}$/.test(actor)) throw bad('actor', 'actor: a Practitioner or HealthcareService of this repository');
@@ -67,7 +87,7 @@ export function parseForm(body: unknown): CalendarForm {
     name: text('name'),
     actor,
     actorDisplay: typeof b.actorDisplay === 'string' ? b.actorDisplay.slice(0, 200) : undefined,
-    serviceType: coding('serviceType'),
+    serviceType: concept('serviceType'),
     specialty: coding('specialty'),
     hours: hours as OpeningHours,
     slotMinutes,
@@ -81,10 +101,10 @@ export function parseForm(body: unknown): CalendarForm {
 export function windowsOf(form: CalendarForm, timeZone: string): SlotWindow[] {
   try {
     const windows = slotWindows({ hours: form.hours, slotMinutes: form.slotMinutes, from: form.from, to: form.to, timeZone }, MAX_SLOTS);
-    if (windows.length === 0) throw new FhirError(400, outcome('invalid', 'these opening hours and dates give no slot', 'hours'));
+    if (windows.length === 0) throw new FhirError(400, outcome('invalid', 'these opening hours and dates give no slot', 'hours'), { code: 'no-slots' });
     return windows;
   } catch (err) {
-    if (err instanceof OpeningHoursError) throw new FhirError(400, outcome('invalid', err.message, err.field));
+    if (err instanceof OpeningHoursError) throw badField(err.field, err.message);
     throw err;
   }
 }
@@ -96,7 +116,7 @@ export function windowsOf(form: CalendarForm, timeZone: string): SlotWindow[] {
 export async function conflictsOf(fhir: Fhir, form: CalendarForm, windows: SlotWindow[]): Promise<Conflict[]> {
   const schedules = ((await fhir.search('Schedule', { actor: form.actor, _count: '500' }, 1000)) as Schedule[]).filter((s) => s.resourceType === 'Schedule');
   if (!schedules.length) return [];
-  const names = new Map(schedules.map((s) => [`Schedule/${s.id}`, s.extension?.find((e) => e.url === SCHEDULE_NAME_URL)?.valueString ?? `Schedule/${s.id}`]));
+  const names = new Map(schedules.map((s) => [`Schedule/${s.id}`, calendarSummary(s).name]));
   const first = windows[0].start.getTime();
   const last = windows[windows.length - 1].end.getTime();
   // A slot starting up to a day before the first window can still reach into it.
@@ -116,7 +136,7 @@ export async function conflictsOf(fhir: Fhir, form: CalendarForm, windows: SlotW
       const e = existing[k];
       if (e.end > ws) conflicts.push({ start: w.start.toISOString(), end: w.end.toISOString(), existingSlot: `Slot/${e.s.id}`, existingStart: e.s.start, existingEnd: e.s.end, calendar: names.get(e.s.schedule.reference ?? '') ?? '' });
     }
-    if (conflicts.length >= 50) break;
+    if (conflicts.length >= MAX_CONFLICTS) break;
   }
   return conflicts;
 }
@@ -140,13 +160,18 @@ export async function createCalendar(fhir: Fhir, form: CalendarForm, timeZone: s
   const conflicts = await conflictsOf(fhir, form, windows);
   if (conflicts.length) {
     const c = conflicts[0];
-    const more = conflicts.length > 1 ? ` (and ${conflicts.length - 1}${conflicts.length >= 50 ? '+' : ''} more)` : '';
-    throw new FhirError(409, outcome('conflict', `a new slot ${c.start}–${c.end} overlaps ${c.existingSlot} (${c.existingStart}–${c.existingEnd}) of calendar "${c.calendar}"${more}; nothing was written`, 'hours'));
+    const more = conflicts.length - 1;
+    const atLeast = conflicts.length >= MAX_CONFLICTS;
+    throw new FhirError(
+      409,
+      outcome('conflict', `a new slot ${c.start}–${c.end} overlaps ${c.existingSlot} (${c.existingStart}–${c.existingEnd}) of calendar "${c.calendar}"${more ? ` (and ${more}${atLeast ? '+' : ''} more)` : ''}; nothing was written`, 'hours'),
+      { code: 'calendar-overlap', start: c.start, end: c.end, existingStart: c.existingStart, existingEnd: c.existingEnd, calendar: c.calendar, more, atLeast },
+    );
   }
   const scheduleUrl = `urn:uuid:${crypto.randomUUID()}`;
   const extension: Schedule['extension'] = [{ url: SCHEDULE_NAME_URL, valueString: form.name }];
   if (form.manualConfirmation) extension.push({ url: BOOKING_CONFIRMATION_URL, valueCode: 'manual' });
-  const serviceType = [{ coding: [form.serviceType], text: form.serviceType.display ?? form.name }];
+  const serviceType = [{ ...form.serviceType, text: conceptLabel(form.serviceType) ?? form.name }];
   const specialty = [{ coding: [form.specialty] }];
   const schedule: Schedule = {
     resourceType: 'Schedule',

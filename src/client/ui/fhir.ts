@@ -3,11 +3,22 @@ import type { Bundle, OperationOutcome, Resource } from '@medplum/fhirtypes';
 /** How the page's server reaches the repository: the session's signing fetch. */
 export type SignedFetch = (input: string, init?: RequestInit) => Promise<Response>;
 
+/**
+ * What the page tells the person, in their language, about a refusal this side makes: a stable
+ * code and the values its sentence needs (instants stay ISO 8601; the page formats them in the
+ * chosen time zone). The OperationOutcome beside it keeps the technical wording.
+ */
+export interface Reason {
+  code: string;
+  [value: string]: string | number | boolean | null | undefined;
+}
+
 /** The repository refused; `outcome` is its OperationOutcome (or one made from its error object). */
 export class FhirError extends Error {
   constructor(
     readonly status: number,
     readonly outcome: OperationOutcome,
+    readonly reason?: Reason,
   ) {
     super(outcome.issue?.map((i) => i.diagnostics ?? i.details?.text ?? i.code).join('; ') || `the repository answered ${status}`);
   }

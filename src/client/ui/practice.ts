@@ -1,6 +1,7 @@
-import type { Appointment, Bundle, CodeSystem, Coding, HealthcareService, Parameters, Patient, Practitioner, Resource, Schedule, Slot, Subscription } from '@medplum/fhirtypes';
+import type { Appointment, Bundle, CodeableConcept, CodeSystem, Coding, HealthcareService, Parameters, Patient, Practitioner, Resource, Schedule, Slot, Subscription } from '@medplum/fhirtypes';
 import { addCalendarDays, isoWeekday, wallDate, wallTimeToUtc } from '../../protocol/opening-hours';
 import { Fhir, FhirError, outcome } from './fhir';
+import { codingLabel, conceptLabel, germanDesignation } from './labels';
 
 /**
  * What the practice page shows and does, as FHIR calls through the client's session: no new way
@@ -44,6 +45,16 @@ export interface AppointmentSummary {
   cancellationReason: string | null;
 }
 
+export type AppointmentAction = 'confirm' | 'decline' | 'cancel';
+const DONE: Record<AppointmentAction, string> = { confirm: 'confirmed', decline: 'declined', cancel: 'cancelled' };
+
+/** A participant of an appointment: its resource type and participation status stay codes, the page names them. */
+export interface Participant {
+  type: string | null;
+  display: string;
+  status: string;
+}
+
 export interface SlotView {
   id: string;
   status: Slot['status'];
@@ -59,6 +70,8 @@ export interface SlotView {
 export interface WeekView {
   calendar: CalendarSummary;
   timeZone: string;
+  /** The day asked for, or (none asked for) the first day with a slot from today on, else today. */
+  date: string;
   /** Monday of the week and the seven days. */
   start: string;
   days: string[];
@@ -76,9 +89,14 @@ export class Practice {
     return found.filter((s) => s.resourceType === 'Schedule').map(calendarSummary).sort((a, b) => a.name.localeCompare(b.name, 'de'));
   }
 
-  /** The week (Monday to Sunday, in the page's time zone) holding `date`, of one calendar. */
-  async week(scheduleId: string, date: string): Promise<WeekView> {
-    const schedule = await this.fhir.read<Schedule>('Schedule', scheduleId);
+  /**
+   * The week (Monday to Sunday, in the page's time zone) holding `date`, of one calendar; without
+   * a date the week of the calendar's next slot (a first screen that opens on an empty week while
+   * the slots start next Monday tells nothing).
+   */
+  async week(scheduleId: string, date?: string): Promise<WeekView> {
+    const [schedule, shown] = await Promise.all([this.fhir.read<Schedule>('Schedule', scheduleId), date ?? this.nextSlotDay(scheduleId)]);
+    date = shown;
     const monday = addCalendarDays(date, 1 - isoWeekday(date));
     const days = Array.from({ length: 7 }, (_, i) => addCalendarDays(monday, i));
     const from = wallTimeToUtc(monday, 0, this.timeZone).toISOString();
@@ -103,7 +121,15 @@ export class Practice {
         return { id: s.id as string, status: s.status, start: s.start, end: s.end, date: wallDate(start, this.timeZone), from: clock(start, this.timeZone), to: clock(end, this.timeZone), appointments };
       })
       .sort((a, b) => Date.parse(a.start) - Date.parse(b.start));
-    return { calendar, timeZone: this.timeZone, start: monday, days, slots: views };
+    return { calendar, timeZone: this.timeZone, date, start: monday, days, slots: views };
+  }
+
+  /** The day (in the page's time zone) of the calendar's first slot from the start of today, else today. */
+  private async nextSlotDay(scheduleId: string): Promise<string> {
+    const today = wallDate(new Date(), this.timeZone);
+    const from = wallTimeToUtc(today, 0, this.timeZone).toISOString();
+    const [next] = (await this.fhir.search('Slot', { schedule: `Schedule/${scheduleId}`, start: `ge${from}`, _sort: 'start', _count: '1', _elements: 'start' }, 1)).filter((r): r is Slot => r.resourceType === 'Slot');
+    return next?.start ? wallDate(new Date(next.start), this.timeZone) : today;
   }
 
   /** Every pending appointment, soonest first. */
@@ -122,7 +148,7 @@ export class Practice {
   }
 
   /** One appointment with its patient, slots and version history. */
-  async appointment(id: string): Promise<{ appointment: AppointmentSummary; participants: { type: string; display: string; status: string }[]; slots: SlotView[]; history: { version: string; lastUpdated: string | null; status: string }[] }> {
+  async appointment(id: string): Promise<{ appointment: AppointmentSummary; participants: Participant[]; slots: SlotView[]; history: { version: string; lastUpdated: string | null; status: string }[] }> {
     const a = await this.fhir.read<Appointment>('Appointment', id);
     const refs = (a.slot ?? []).map((s) => s.reference).filter((r): r is string => !!r?.startsWith('Slot/'));
     const [slotList, history, patients] = await Promise.all([
@@ -136,7 +162,7 @@ export class Practice {
       appointment: appointmentSummary(a, patients, schedule ? calendarSummary(schedule).name : null),
       participants: (a.participant ?? []).map((p) => {
         const ref = p.actor?.reference ?? '';
-        return { type: ref.split('/')[0] || 'unknown', display: personName(patients.get(ref)) ?? p.actor?.display ?? ref, status: p.status };
+        return { type: /^[A-Z][A-Za-z]+(?=\/)/.exec(ref)?.[0] ?? null, display: personName(patients.get(ref)) ?? p.actor?.display ?? ref, status: p.status };
       }),
       slots: slots.map((s) => ({ id: s.id as string, status: s.status, start: s.start, end: s.end, date: wallDate(new Date(s.start), this.timeZone), from: clock(new Date(s.start), this.timeZone), to: clock(new Date(s.end), this.timeZone), appointments: [] })),
       history: (history.entry ?? [])
@@ -154,9 +180,9 @@ export class Practice {
   }
 
   /** A pending appointment declined, or a booked one cancelled: `cancelled` with an ISiK reason. */
-  async cancel(id: string, reasonCode: unknown, o: { version?: string; only: Appointment['status'][]; action: string }): Promise<AppointmentSummary> {
+  async cancel(id: string, reasonCode: unknown, o: { version?: string; only: Appointment['status'][]; action: 'decline' | 'cancel' }): Promise<AppointmentSummary> {
     const reason = CANCELLATION_REASONS.find((r) => r.code === reasonCode);
-    if (!reason) throw new FhirError(400, outcome('required', `choose a cancellation reason (${CANCELLATION_REASONS.map((r) => r.code).join(', ')})`, 'Appointment.cancelationReason'));
+    if (!reason) throw new FhirError(400, outcome('required', `choose a cancellation reason (${CANCELLATION_REASONS.map((r) => r.code).join(', ')})`, 'Appointment.cancelationReason'), { code: 'reason-required' });
     const current = await this.current(id, o.version, o.only, o.action);
     const value = { valueCodeableConcept: { coding: [reason] } };
     const patched = await this.patch(current, [
@@ -200,27 +226,42 @@ export class Practice {
     });
   }
 
-  /** Who a calendar can belong to, and the codes it can offer (from the repository's CodeSystems and calendars). */
-  async options(): Promise<{ actors: { reference: string; display: string; type: string }[]; serviceTypes: Coding[]; specialties: Coding[]; cancellationReasons: readonly Coding[]; timeZone: string }> {
+  /**
+   * Who a calendar can belong to, and what it can offer: the service types the repository's
+   * calendars (Schedule.serviceType) and services (HealthcareService.type) use, and the concepts of
+   * its CodeSystems for them; the specialties likewise. ISiK binds no value set to
+   * Schedule.serviceType ("Freitextbeschreibung ist ausreichend"): the page offers free text too.
+   */
+  async options(): Promise<{ actors: { reference: string; display: string; type: string }[]; serviceTypes: ServiceTypeOption[]; specialties: SpecialtyOption[]; cancellationReasons: readonly Coding[] }> {
     const [practitioners, services, codeSystems, schedules] = await Promise.all([
       this.fhir.search('Practitioner', { _count: '500' }, 1000) as Promise<Practitioner[]>,
       this.fhir.search('HealthcareService', { _count: '500' }, 1000) as Promise<HealthcareService[]>,
       this.fhir.search('CodeSystem', { _count: '200' }, 500) as Promise<CodeSystem[]>,
       this.fhir.search('Schedule', { _count: '500' }, 1000) as Promise<Schedule[]>,
     ]);
+    const ofType = <T extends Resource>(list: Resource[], type: T['resourceType']) => list.filter((r): r is T => r.resourceType === type);
     const actors = [
-      ...practitioners.filter((p) => p.resourceType === 'Practitioner' && p.active !== false).map((p) => ({ reference: `Practitioner/${p.id}`, display: personName(p) ?? `Practitioner/${p.id}`, type: 'Practitioner' })),
-      ...services.filter((h) => h.resourceType === 'HealthcareService' && h.active !== false).map((h) => ({ reference: `HealthcareService/${h.id}`, display: h.name ?? `HealthcareService/${h.id}`, type: 'HealthcareService' })),
+      ...ofType<Practitioner>(practitioners, 'Practitioner').filter((p) => p.active !== false).map((p) => ({ reference: `Practitioner/${p.id}`, display: personName(p) ?? `Practitioner/${p.id}`, type: 'Practitioner' })),
+      ...ofType<HealthcareService>(services, 'HealthcareService').filter((h) => h.active !== false).map((h) => ({ reference: `HealthcareService/${h.id}`, display: h.name ?? `HealthcareService/${h.id}`, type: 'HealthcareService' })),
     ];
-    const serviceTypes = new CodingSet();
+    const serviceTypes = new ConceptSet();
     const specialties = new CodingSet();
-    for (const cs of codeSystems.filter((c) => c.resourceType === 'CodeSystem' && c.url)) {
-      const target = /fachrichtung|specialt/i.test(cs.url as string) ? specialties : usedFor(cs, ['Schedule', 'HealthcareService']) ? serviceTypes : undefined;
-      for (const c of cs.concept ?? []) target?.add({ system: cs.url, code: c.code, display: c.display ?? c.code });
+    // Calendars first: their service type is the element a new calendar fills.
+    for (const r of ofType<Schedule>(schedules, 'Schedule')) for (const cc of r.serviceType ?? []) serviceTypes.addUsed(cc);
+    for (const r of ofType<HealthcareService>(services, 'HealthcareService')) for (const cc of r.type ?? []) serviceTypes.addUsed(cc);
+    for (const cs of ofType<CodeSystem>(codeSystems, 'CodeSystem').filter((c) => c.url)) {
+      const specialty = /fachrichtung|specialt/i.test(cs.url as string);
+      if (!specialty && !usedFor(cs, ['Schedule', 'HealthcareService'])) continue;
+      for (const c of cs.concept ?? []) {
+        const coding = { system: cs.url, code: c.code, display: c.display ?? c.code };
+        const german = germanDesignation(c);
+        if (specialty) specialties.add(coding, german);
+        else serviceTypes.addCoding(coding, german);
+      }
     }
     // Specialties the repository's calendars and services already use (their code system is often not stored).
-    for (const r of [...schedules, ...services]) for (const cc of r.specialty ?? []) for (const c of cc.coding ?? []) specialties.add(c);
-    return { actors, serviceTypes: serviceTypes.list(), specialties: specialties.list(), cancellationReasons: CANCELLATION_REASONS, timeZone: this.timeZone };
+    for (const r of [...ofType<Schedule>(schedules, 'Schedule'), ...ofType<HealthcareService>(services, 'HealthcareService')]) for (const cc of r.specialty ?? []) for (const c of cc.coding ?? []) specialties.add(c);
+    return { actors, serviceTypes: serviceTypes.list(), specialties: specialties.list(), cancellationReasons: CANCELLATION_REASONS };
   }
 
   /** The newest change time of Appointments and Slots (what the page's live update watches). */
@@ -234,12 +275,12 @@ export class Practice {
     return newest.filter((x): x is string => !!x).sort().pop() ?? null;
   }
 
-  private async current(id: string, version: string | undefined, only: Appointment['status'][], action: string): Promise<Appointment> {
+  private async current(id: string, version: string | undefined, only: Appointment['status'][], action: AppointmentAction): Promise<Appointment> {
     const a = await this.fhir.read<Appointment>('Appointment', id);
     if (version && a.meta?.versionId !== version) {
-      throw new FhirError(409, outcome('conflict', `Appointment/${id} changed since the page showed it (now version ${a.meta?.versionId}, ${a.status}); reload and try again`));
+      throw new FhirError(409, outcome('conflict', `Appointment/${id} changed since the page showed it (now version ${a.meta?.versionId}, ${a.status}); reload and try again`), { code: 'appointment-changed', status: a.status });
     }
-    if (!only.includes(a.status)) throw new FhirError(409, outcome('business-rule', `Appointment/${id} is ${a.status}: only ${only.join(' or ')} appointments can be ${action}ed`, 'Appointment.status'));
+    if (!only.includes(a.status)) throw new FhirError(409, outcome('business-rule', `Appointment/${id} is ${a.status}: only ${only.join(' or ')} appointments can be ${DONE[action]}`, 'Appointment.status'), { code: 'appointment-status', status: a.status, action });
     return a;
   }
 
@@ -270,13 +311,13 @@ export class Practice {
 export function calendarSummary(s: Schedule): CalendarSummary {
   const actor = s.actor?.[0];
   const service = s.serviceType?.[0];
-  const name = s.extension?.find((e) => e.url === SCHEDULE_NAME_URL)?.valueString ?? [service?.text ?? service?.coding?.[0]?.display, actor?.display].filter(Boolean).join(' · ');
+  const name = s.extension?.find((e) => e.url === SCHEDULE_NAME_URL)?.valueString ?? [conceptLabel(service), actor?.display].filter(Boolean).join(' · ');
   return {
     id: s.id as string,
     name: name || `Schedule/${s.id}`,
     actor: actor?.display ?? actor?.reference ?? null,
     actorReference: actor?.reference ?? null,
-    service: service?.text ?? service?.coding?.[0]?.display ?? null,
+    service: conceptLabel(service),
     manualConfirmation: s.extension?.some((e) => e.url === BOOKING_CONFIRMATION_URL && e.valueCode === 'manual') ?? false,
     active: s.active !== false,
   };
@@ -284,7 +325,6 @@ export function calendarSummary(s: Schedule): CalendarSummary {
 
 function appointmentSummary(a: Appointment, patients: Map<string, Patient>, calendar: string | null): AppointmentSummary {
   const patientRef = a.participant?.find((p) => p.actor?.reference?.startsWith('Patient/'))?.actor;
-  const service = a.serviceType?.[0];
   return {
     id: a.id as string,
     version: a.meta?.versionId ?? null,
@@ -292,7 +332,7 @@ function appointmentSummary(a: Appointment, patients: Map<string, Patient>, cale
     start: a.start ?? null,
     end: a.end ?? null,
     patient: personName(patients.get(patientRef?.reference ?? '')) ?? patientRef?.display ?? null,
-    service: service?.text ?? service?.coding?.[0]?.display ?? null,
+    service: conceptLabel(a.serviceType?.[0]),
     slotIds: (a.slot ?? []).map((s) => s.reference).filter((r): r is string => !!r?.startsWith('Slot/')).map((r) => r.slice(5)),
     calendar,
     cancellationReason: a.cancelationReason?.coding?.[0]?.code ?? a.cancelationReason?.text ?? null,
@@ -326,12 +366,56 @@ function usedFor(cs: CodeSystem, types: string[]): boolean {
   return (cs.useContext ?? []).some((u) => u.valueCodeableConcept?.coding?.some((c) => types.includes(c.code as string)));
 }
 
-class CodingSet {
-  private readonly map = new Map<string, Coding>();
-  add(c: Coding): void {
-    if (c.system && c.code && !this.map.has(`${c.system}|${c.code}`)) this.map.set(`${c.system}|${c.code}`, { system: c.system, code: c.code, display: c.display ?? c.code });
+/** A service type the page offers: the concept a new calendar takes, and its name. */
+export interface ServiceTypeOption {
+  label: string;
+  concept: CodeableConcept;
+}
+
+export interface SpecialtyOption {
+  label: string;
+  coding: Coding;
+}
+
+const codingKey = (c: Coding) => `${c.system}|${c.code}`;
+const complete = (c: Coding): c is Coding & { system: string; code: string } => typeof c.system === 'string' && !!c.system && typeof c.code === 'string' && !!c.code;
+
+/** Service types, each once: a concept in use keeps its codings and text; a code system's concept not in use is offered alone. */
+class ConceptSet {
+  private readonly concepts = new Map<string, ServiceTypeOption>();
+  private readonly codings = new Set<string>();
+
+  addUsed(cc: CodeableConcept): void {
+    const coding = (cc.coding ?? []).filter(complete).map((c) => ({ system: c.system, code: c.code, ...(c.display ? { display: c.display } : {}) }));
+    const text = cc.text?.trim();
+    const label = conceptLabel({ coding, text });
+    if (!label) return;
+    const id = coding.length ? coding.map(codingKey).sort().join(' ') : `text:${label.toLocaleLowerCase('de')}`;
+    if (this.concepts.has(id)) return;
+    this.concepts.set(id, { label, concept: { ...(coding.length ? { coding } : {}), text: label } });
+    for (const c of coding) this.codings.add(codingKey(c));
   }
-  list(): Coding[] {
-    return [...this.map.values()].sort((a, b) => (a.display ?? '').localeCompare(b.display ?? '', 'de'));
+
+  addCoding(c: Coding, german?: string): void {
+    if (!complete(c) || this.codings.has(codingKey(c))) return;
+    this.codings.add(codingKey(c));
+    const label = german ?? (codingLabel(c) as string);
+    this.concepts.set(codingKey(c), { label, concept: { coding: [c], text: label } });
+  }
+
+  list(): ServiceTypeOption[] {
+    return [...this.concepts.values()].sort((a, b) => a.label.localeCompare(b.label, 'de'));
+  }
+}
+
+class CodingSet {
+  private readonly map = new Map<string, SpecialtyOption>();
+  add(c: Coding, german?: string): void {
+    if (!complete(c) || this.map.has(codingKey(c))) return;
+    const coding = { system: c.system, code: c.code, display: c.display ?? c.code };
+    this.map.set(codingKey(c), { label: german ?? (codingLabel(coding) as string), coding });
+  }
+  list(): SpecialtyOption[] {
+    return [...this.map.values()].sort((a, b) => a.label.localeCompare(b.label, 'de'));
   }
 }

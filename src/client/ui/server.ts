@@ -6,8 +6,11 @@ import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { GuardClientError } from '../guard-client';
 import { createCalendar, parseForm, previewCalendar } from './calendar-plan';
-import { Fhir, FhirError, outcome, type SignedFetch } from './fhir';
+import { Fhir, FhirError, outcome, type Reason, type SignedFetch } from './fhir';
 import { Practice } from './practice';
+import { isTimeZone, machineTimeZone } from './time-zone';
+
+export { ownerScopeWarning } from './owner-scopes';
 
 export interface PracticeUiOptions {
   /** The repository origin and the session's signing fetch (every call goes through the guard). */
@@ -15,7 +18,7 @@ export interface PracticeUiOptions {
   fetch: SignedFetch;
   /** 0: any free port. */
   port?: number;
-  /** Time zone the week grid and opening hours are read in (default: this machine's). */
+  /** Time zone the week grid and opening hours are read in by default (default: this machine's); the page can choose another. */
   timeZone?: string;
   /** How often the live update asks the repository for changes while a page is open. */
   pollMs?: number;
@@ -40,8 +43,9 @@ const HOST = '127.0.0.1';
  * (no DNS rebinding). The page's calls become FHIR calls with the client's DPoP session.
  */
 export async function startPracticeUi(o: PracticeUiOptions): Promise<PracticeUi> {
-  const timeZone = o.timeZone ?? Intl.DateTimeFormat().resolvedOptions().timeZone;
-  const practice = new Practice(new Fhir(`${o.origin}/fhir`, o.fetch), timeZone);
+  const timeZone = o.timeZone ?? machineTimeZone();
+  const fhir = new Fhir(`${o.origin}/fhir`, o.fetch);
+  const practice = new Practice(fhir, timeZone);
   let loginToken: string | undefined = crypto.randomBytes(32).toString('base64url');
   const sessions = new Map<string, { csrf: string }>();
   const log = o.log ?? (() => undefined);
@@ -85,21 +89,26 @@ export async function startPracticeUi(o: PracticeUiOptions): Promise<PracticeUi>
     res.type('text/css; charset=utf-8').send(fs.readFileSync(path.join(dir, 'style.css')));
   });
 
+  // Browsers ask for it on every page; the page has none.
+  app.get('/favicon.ico', (_req, res) => {
+    res.status(204).end();
+  });
+
   const authenticated = (req: Request, res: Response, next: NextFunction) => {
     const id = cookieOf(req, COOKIE);
     const session = id ? sessions.get(id) : undefined;
     if (!session) {
-      if (req.path.startsWith('/api/')) res.status(401).json({ outcome: outcome('login', 'not logged in: open the login link terminus-client ui printed') });
+      if (req.path.startsWith('/api/')) res.status(401).json({ outcome: outcome('login', 'not logged in: open the login link terminus-client ui printed'), reason: { code: 'not-logged-in' } });
       else res.status(401).type('html').send(page('Not logged in', 'Open the login link that <code>terminus-client ui</code> printed. / Öffnen Sie den Anmeldelink, den <code>terminus-client ui</code> ausgegeben hat.'));
       return;
     }
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       if (!origins.includes(req.headers.origin ?? '')) {
-        res.status(403).json({ outcome: outcome('forbidden', 'cross-origin request refused (Origin)') });
+        res.status(403).json({ outcome: outcome('forbidden', 'cross-origin request refused (Origin)'), reason: { code: 'forbidden' } });
         return;
       }
       if (!sameSecret(String(req.headers['x-csrf-token'] ?? ''), session.csrf)) {
-        res.status(403).json({ outcome: outcome('forbidden', 'missing or wrong anti-CSRF token') });
+        res.status(403).json({ outcome: outcome('forbidden', 'missing or wrong anti-CSRF token'), reason: { code: 'forbidden' } });
         return;
       }
     }
@@ -125,39 +134,47 @@ export async function startPracticeUi(o: PracticeUiOptions): Promise<PracticeUi>
     try {
       res.json(await f(req));
     } catch (err) {
-      const [status, body] = errorAnswer(err);
+      const [status, body, reason] = errorAnswer(err, o.origin);
       if (status >= 500) log(`practice page: ${req.method} ${req.path}: ${body.issue[0]?.diagnostics}`);
-      res.status(status).json({ outcome: body });
+      res.status(status).json({ outcome: body, ...(reason ? { reason } : {}) });
     }
   };
   const id = (req: Request) => {
     const v = String(req.params.id);
-    if (!/^[A-Za-z0-9\-.]{1,64}$/.test(v)) throw new FhirError(400, outcome('invalid', `${v} is not a FHIR id`));
+    if (!/^[A-Za-z0-9\-.]{1,64}$/.test(v)) throw new FhirError(400, outcome('invalid', `${v} is not a FHIR id`), { code: 'not-found' });
     return v;
   };
   const body = (req: Request) => (req.body ?? {}) as Record<string, unknown>;
   const version = (req: Request) => (typeof body(req).version === 'string' ? (body(req).version as string) : undefined);
 
+  // The page's time zone: this machine's unless the person chose another (`tz`).
+  const zoned = (req: Request) => {
+    const tz = req.query.tz ?? body(req).timeZone;
+    if (tz === undefined || tz === '' || tz === timeZone) return practice;
+    if (typeof tz !== 'string' || !isTimeZone(tz)) throw new FhirError(400, outcome('invalid', `time zone ${JSON.stringify(tz)} is not an IANA time zone (for example Europe/Berlin)`, 'tz'), { code: 'time-zone' });
+    return new Practice(fhir, tz);
+  };
+
   api.get('/me', (_req, res) => {
     res.json({ server: o.origin, timeZone, csrf: res.locals.csrf });
   });
   api.get('/calendars', handle(() => practice.calendars()));
-  api.get('/week', handle((req) => practice.week(String(req.query.calendar ?? ''), dateParam(req.query.date, timeZone))));
+  api.get('/week', handle((req) => zoned(req).week(String(req.query.calendar ?? ''), dateParam(req.query.date))));
   api.get('/pending', handle(() => practice.pending()));
-  api.get('/appointments/:id', handle((req) => practice.appointment(id(req))));
+  api.get('/appointments/:id', handle((req) => zoned(req).appointment(id(req))));
   api.post('/appointments/:id/confirm', handle((req) => practice.confirm(id(req), version(req))));
-  api.post('/appointments/:id/decline', handle((req) => practice.cancel(id(req), body(req).reason, { version: version(req), only: ['pending'], action: 'declin' })));
+  api.post('/appointments/:id/decline', handle((req) => practice.cancel(id(req), body(req).reason, { version: version(req), only: ['pending'], action: 'decline' })));
   api.post('/appointments/:id/cancel', handle((req) => practice.cancel(id(req), body(req).reason, { version: version(req), only: ['booked', 'pending', 'arrived', 'checked-in', 'proposed', 'waitlist'], action: 'cancel' })));
   api.get('/options', handle(() => practice.options()));
-  api.post('/calendars/preview', handle((req) => previewCalendar(practice.fhir, parseForm(req.body), timeZone)));
-  api.post('/calendars', handle((req) => createCalendar(practice.fhir, parseForm(req.body), timeZone)));
+  api.post('/calendars/preview', handle((req) => previewCalendar(fhir, parseForm(req.body), zoned(req).timeZone)));
+  api.post('/calendars', handle((req) => createCalendar(fhir, parseForm(req.body), zoned(req).timeZone)));
   api.get('/subscriptions', handle(() => practice.subscriptions()));
   app.use('/api', api);
 
   const live = liveUpdates(practice, o.pollMs ?? 5000, log);
   app.get('/api/events', (req, res) => live.attach(req, res));
   app.use((_req: Request, res: Response) => {
-    res.status(404).json({ outcome: outcome('not-found', 'no such page') });
+    res.status(404).json({ outcome: outcome('not-found', 'no such page'), reason: { code: 'not-found' } });
   });
   // Express 5 error handler: a body that is not JSON, too large, and the like.
   app.use((err: Error & { status?: number }, _req: Request, res: Response, _next: NextFunction) => {
@@ -216,17 +233,29 @@ function liveUpdates(practice: Practice, pollMs: number, log: (line: string) => 
   };
 }
 
-function errorAnswer(err: unknown): [number, ReturnType<typeof outcome>] {
-  if (err instanceof FhirError) return [err.status, err.outcome];
-  if (err instanceof GuardClientError) return [502, outcome('security', `the access guard refused the session: ${err.message}`)];
-  const cause = (err as { cause?: { code?: string } }).cause;
-  if (err instanceof TypeError && cause?.code) return [502, outcome('transient', `the repository cannot be reached (${cause.code})`)];
-  return [500, outcome('exception', (err as Error)?.message ?? 'unexpected error')];
+function errorAnswer(err: unknown, server: string): [number, ReturnType<typeof outcome>, Reason | undefined] {
+  if (err instanceof FhirError) return [err.status, err.outcome, err.reason];
+  if (err instanceof GuardClientError) return [502, outcome('security', `the access guard refused the session: ${err.message}`), { code: 'session-refused', server }];
+  const cause = unreachableCause(err);
+  if (cause) return [502, outcome('transient', `the repository at ${server} cannot be reached (${cause})`), { code: 'unreachable', server, cause }];
+  return [500, outcome('exception', (err as Error)?.message ?? 'unexpected error'), undefined];
 }
 
-function dateParam(v: unknown, timeZone: string): string {
-  if (v === undefined || v === '') return new Intl.DateTimeFormat('en-CA', { timeZone }).format(new Date());
-  if (typeof v !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(v) || Number.isNaN(Date.parse(`${v}T00:00:00Z`))) throw new FhirError(400, outcome('invalid', `date ${JSON.stringify(v)} is not YYYY-MM-DD`, 'date'));
+/**
+ * The system error of a request that got no HTTP answer (fetch's `TypeError` with the socket's
+ * error as its cause, an error carrying that code itself, or the time limit), else undefined.
+ */
+function unreachableCause(err: unknown): string | undefined {
+  const e = err as { name?: string; code?: unknown; cause?: { code?: unknown; errors?: { code?: unknown }[] } } | undefined;
+  if (e?.name === 'TimeoutError') return 'ETIMEDOUT';
+  const systemCode = (v: unknown) => (typeof v === 'string' && /^(E[A-Z0-9_]+|UND_ERR_[A-Z_]+)$/.test(v) ? v : undefined);
+  return systemCode(e?.code) ?? (err instanceof TypeError ? (systemCode(e?.cause?.code) ?? systemCode(e?.cause?.errors?.[0]?.code)) : undefined);
+}
+
+/** The day asked for, or undefined: the week view then opens on the calendar's next slot. */
+function dateParam(v: unknown): string | undefined {
+  if (v === undefined || v === '') return undefined;
+  if (typeof v !== 'string' || !/^\d{4}-\d{2}-\d{2}$/.test(v) || Number.isNaN(Date.parse(`${v}T00:00:00Z`))) throw new FhirError(400, outcome('invalid', `date ${JSON.stringify(v)} is not YYYY-MM-DD`, 'date'), { code: 'form-field', field: 'date' });
   return v;
 }
 

@@ -1,8 +1,8 @@
 // The practice page: plain ES modules, no build step. Every call goes to the page's own server
 // (same origin, cookie + anti-CSRF token), which makes it a FHIR call through the client's session.
-import { language, setLanguage, statusLabel, t } from './i18n.js';
+import { has, language, setLanguage, statusLabel, t } from './i18n.js';
 
-const state = { me: null, calendars: null, options: null, busy: false, view: null };
+const state = { me: null, tz: null, calendars: null, options: null, busy: false, view: null, hash: '', onZoneChange: null };
 
 /** Builds an element: h('button', {type: 'button', onclick}, 'text', child...). Text is never parsed as HTML. */
 function h(tag, attrs = {}, ...children) {
@@ -23,11 +23,25 @@ function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+/**
+ * A refusal: the HTTP status, the OperationOutcome (technical wording, shown under "details"),
+ * and the page server's reason code with its values, which the page words in the chosen language.
+ */
 class ApiError extends Error {
-  constructor(status, outcome) {
+  constructor(status, outcome, reason) {
     super((outcome?.issue ?? []).map((i) => i.diagnostics || i.details?.text || i.code).join('; ') || `HTTP ${status}`);
     this.status = status;
     this.outcome = outcome;
+    this.reason = reason;
+  }
+}
+
+/** A problem the page finds itself, already worded for the person. */
+class LocalProblem extends Error {
+  constructor(text, field) {
+    super(text);
+    this.text = text;
+    this.field = field;
   }
 }
 
@@ -37,23 +51,37 @@ async function api(method, path, body) {
     headers['content-type'] = 'application/json';
     headers['x-csrf-token'] = state.me?.csrf ?? '';
   }
-  const res = await fetch(`/api/${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
+  let res;
+  try {
+    res = await fetch(`/api/${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin' });
+  } catch {
+    throw new ApiError(0, undefined, { code: 'page-unreachable' });
+  }
   const json = await res.json().catch(() => ({}));
-  if (!res.ok) throw new ApiError(res.status, json.outcome);
+  if (!res.ok) throw new ApiError(res.status, json.outcome, json.reason);
   return json;
 }
+
+/** The chosen time zone as a query parameter (the page server's own zone needs none). */
+const zoneQuery = () => (state.tz && state.tz !== state.me?.timeZone ? `&tz=${encodeURIComponent(state.tz)}` : '');
 
 // ---------- formatting (in the practice's time zone) ----------
 
 const locale = () => (language() === 'de' ? 'de-DE' : 'en-GB');
-const tz = () => state.me?.timeZone;
+const tz = () => state.tz ?? state.me?.timeZone;
 const fmt = (iso, opts) => (iso ? new Intl.DateTimeFormat(locale(), { timeZone: tz(), ...opts }).format(new Date(iso)) : '');
 const when = (iso) => fmt(iso, { weekday: 'short', day: '2-digit', month: '2-digit', year: 'numeric', hour: '2-digit', minute: '2-digit' });
+const clock = (iso) => fmt(iso, { hour: '2-digit', minute: '2-digit' });
 const dayLabel = (date) => new Intl.DateTimeFormat(locale(), { timeZone: 'UTC', weekday: 'short', day: '2-digit', month: '2-digit' }).format(new Date(`${date}T00:00:00Z`));
 const longDay = (date) => new Intl.DateTimeFormat(locale(), { timeZone: 'UTC', weekday: 'long', day: 'numeric', month: 'long', year: 'numeric' }).format(new Date(`${date}T00:00:00Z`));
 const today = () => new Intl.DateTimeFormat('en-CA', { timeZone: tz() }).format(new Date());
 const addDays = (date, n) => new Date(Date.parse(`${date}T00:00:00Z`) + n * 86_400_000).toISOString().slice(0, 10);
 const minutes = (hm) => Number(hm.slice(0, 2)) * 60 + Number(hm.slice(3, 5));
+
+/** A participant's or calendar owner's resource type, named for people ("Practitioner" → "Behandler/in"). */
+const roleLabel = (type) => (has(`role.${type}`) ? t(`role.${type}`) : type);
+/** Appointment.participant.status (FHIR ParticipationStatus). */
+const participationLabel = (code) => (has(`participation.${code}`) ? t(`participation.${code}`) : code);
 
 function badge(code) {
   return h('span', { class: `badge s-${code}` }, statusLabel(code));
@@ -66,14 +94,45 @@ function flash(text) {
   el.replaceChildren(h('p', { class: 'ok' }, text));
 }
 
+/** The form fields a refusal can name, as the form labels them. */
+const FIELDS = { name: 'new.name', actor: 'new.actor', serviceType: 'new.serviceType', specialty: 'new.specialty', slotMinutes: 'new.slotMinutes', from: 'new.from', to: 'new.to', hours: 'new.hours', date: 'week.jump', tz: 'tz.label' };
+const fieldLabel = (field) => {
+  const day = /^hours\.([1-7])$/.exec(field ?? '');
+  if (day) return `${t('new.hours')}, ${t(`day.${day[1]}`)}`;
+  return FIELDS[field] ? t(FIELDS[field]) : null;
+};
+
+/** What went wrong, in the page's language, times in the chosen zone. */
+function problemText(err) {
+  if (err instanceof LocalProblem) return err.text;
+  const r = err.reason ?? {};
+  switch (r.code) {
+    case 'calendar-overlap':
+      return (
+        t('err.calendar-overlap', { start: when(r.start), end: clock(r.end), calendar: r.calendar || '—', existing: `${when(r.existingStart)}–${clock(r.existingEnd)}` }) +
+        (r.more ? t(r.atLeast ? 'err.calendar-overlap.atLeast' : 'err.calendar-overlap.more', { more: r.more }) : '')
+      );
+    case 'appointment-changed':
+      return t('err.appointment-changed', { status: statusLabel(r.status) });
+    case 'appointment-status':
+      return t(`err.appointment-status.${r.action}`, { status: statusLabel(r.status) });
+    case 'unreachable':
+      return t('err.unreachable', { server: r.server, cause: has(`cause.${r.cause}`) ? t(`cause.${r.cause}`) : t('cause.other', { code: r.cause }) });
+    case 'form-field':
+      return fieldLabel(r.field) ? t('err.form-field', { field: fieldLabel(r.field) }) : t('err.status.400');
+    default:
+      if (r.code && has(`err.${r.code}`)) return t(`err.${r.code}`, r);
+  }
+  const s = err.status;
+  if (has(`err.status.${s}`)) return t(`err.status.${s}`);
+  return t(s >= 500 ? 'err.status.5xx' : 'err.status.other', { status: s });
+}
+
 function errorBox(err) {
-  const issues = err.outcome?.issue ?? [{ diagnostics: err.message }];
-  return h(
-    'div',
-    { class: 'error', role: 'alert' },
-    h('strong', {}, t('error.title'), err.status ? ` (${err.status})` : ''),
-    h('ul', {}, issues.map((i) => h('li', {}, i.diagnostics || i.details?.text || i.code, i.expression?.length ? h('code', {}, ` ${i.expression.join(', ')}`) : ''))),
-  );
+  const issues = err instanceof LocalProblem ? [] : (err.outcome?.issue ?? []).map((i) => i.diagnostics || i.details?.text || i.code).filter(Boolean);
+  // The repository's own wording and the status stay available for support, folded away.
+  const technical = err.status || issues.length ? h('details', { class: 'technical' }, h('summary', {}, t('error.details')), h('ul', {}, err.status ? h('li', {}, `HTTP ${err.status}`) : '', issues.map((d) => h('li', { lang: 'en' }, d)))) : '';
+  return h('div', { class: 'error', role: 'alert' }, h('strong', {}, t('error.title')), h('p', {}, problemText(err)), technical);
 }
 
 function showError(container, err) {
@@ -92,11 +151,20 @@ function route() {
 
 let renders = 0;
 
+/** Moves the keyboard focus to the current view's content (the skip link's target). */
+function focusMain() {
+  const main = document.getElementById('main');
+  main.focus();
+  main.scrollIntoView();
+}
+
 async function render() {
   // Only the newest render may fill the page: an older one finishing late would show the wrong view.
   const mine = ++renders;
   const r = route();
   state.view = r.view;
+  state.hash = location.hash;
+  state.onZoneChange = null;
   for (const a of document.querySelectorAll('#nav a')) {
     a.textContent = t(`nav.${a.dataset.view}`);
     if (a.dataset.view === r.view) a.setAttribute('aria-current', 'page');
@@ -123,9 +191,12 @@ function refresh() {
 async function weekView(r) {
   state.calendars = await api('GET', 'calendars');
   if (!state.calendars.length) return h('section', {}, h('h1', {}, t('week.title')), h('p', {}, t('week.noCalendars')));
-  const calendarId = r.params.get('calendar') || localStorage.getItem('terminus.calendar') || state.calendars[0].id;
-  const date = r.params.get('date') || today();
-  const week = await api('GET', `week?calendar=${encodeURIComponent(calendarId)}&date=${encodeURIComponent(date)}`);
+  const remembered = localStorage.getItem('terminus.calendar');
+  const calendarId = r.params.get('calendar') || (state.calendars.some((c) => c.id === remembered) ? remembered : state.calendars[0].id);
+  // Without a date the page server opens the week of the calendar's next slot.
+  const asked = r.params.get('date');
+  const week = await api('GET', `week?calendar=${encodeURIComponent(calendarId)}${asked ? `&date=${encodeURIComponent(asked)}` : ''}${zoneQuery()}`);
+  const date = week.date;
   localStorage.setItem('terminus.calendar', week.calendar.id);
   const go = (d, c = week.calendar.id) => {
     location.hash = `#/week?calendar=${encodeURIComponent(c)}&date=${d}`;
@@ -158,6 +229,7 @@ async function weekView(r) {
     { class: 'sub' },
     `${longDay(week.days[0])} – ${longDay(week.days[6])}`,
     week.calendar.manualConfirmation ? h('span', { class: 'tag' }, t('week.manual')) : '',
+    h('span', { class: 'tag' }, t('week.zone', { tz: week.timeZone })),
     h('span', { class: 'tag live' }, t('week.live')),
   );
   const summary = h('p', { class: 'summary', id: 'week-summary' }, t('week.summary', counts));
@@ -293,7 +365,7 @@ function askReason(container, action, onSubmit, onAbort) {
 // ---------- appointment detail ----------
 
 async function detailView(r) {
-  const d = await api('GET', `appointments/${encodeURIComponent(r.id ?? '')}`);
+  const d = await api('GET', `appointments/${encodeURIComponent(r.id ?? '')}?${zoneQuery().slice(1)}`);
   const a = d.appointment;
   const section = h('section', { class: 'detail' });
   const actions = h('div', { class: 'actions' });
@@ -340,7 +412,7 @@ async function detailView(r) {
     dl,
     actions,
     h('h2', {}, t('detail.participants')),
-    h('ul', {}, d.participants.map((p) => h('li', {}, `${p.display} (${p.type}, ${p.status})`))),
+    h('ul', {}, d.participants.map((p) => h('li', {}, `${p.display} (${[p.type ? roleLabel(p.type) : '', participationLabel(p.status)].filter(Boolean).join(', ')})`))),
     h('h2', {}, t('detail.slots')),
     h('ul', {}, d.slots.map((s) => h('li', {}, `${longDay(s.date)} ${s.from}–${s.to} `, badge(s.status)))),
     h('h2', {}, t('detail.history')),
@@ -361,22 +433,51 @@ const DAYS = [1, 2, 3, 4, 5, 6, 7];
 async function newCalendarView() {
   state.options ??= await api('GET', 'options');
   const o = state.options;
-  const section = h('section', { class: 'new-calendar' }, h('h1', {}, t('new.title')), h('p', { class: 'sub' }, t('new.timeZone', { tz: o.timeZone })));
+  const zoneName = h('span', { class: 'tz-name' }, tz());
+  const section = h('section', { class: 'new-calendar' }, h('h1', {}, t('new.title')), h('p', { class: 'sub' }, t('new.timeZone'), zoneName));
   const field = (id, label, input, hint) => h('div', { class: 'field' }, h('label', { for: id }, label), input, hint ? h('small', { id: `${id}-hint` }, hint) : '');
-  const codingOptions = (list) => list.map((c, i) => h('option', { value: String(i) }, `${c.display ?? c.code} (${c.code})`));
+  const choose = () => h('option', { value: '' }, t('reason.choose'));
+  // ISiK binds no value set to Schedule.serviceType: the repository's service types, or free text.
+  const FREE_TEXT = 'text';
   const inputs = {
     name: h('input', { id: 'f-name', required: true, maxlength: '200', autocomplete: 'off' }),
-    actor: h('select', { id: 'f-actor', required: true }, h('option', { value: '' }, t('reason.choose')), o.actors.map((a) => h('option', { value: a.reference }, `${a.display} (${a.type})`))),
-    serviceType: h('select', { id: 'f-service', required: true }, h('option', { value: '' }, t('reason.choose')), codingOptions(o.serviceTypes)),
-    specialty: h('select', { id: 'f-specialty', required: true }, h('option', { value: '' }, t('reason.choose')), codingOptions(o.specialties)),
+    actor: h('select', { id: 'f-actor', required: true }, choose(), o.actors.map((a) => h('option', { value: a.reference }, `${a.display} (${roleLabel(a.type)})`))),
+    serviceType: h(
+      'select',
+      { id: 'f-service', required: true },
+      o.serviceTypes.length ? choose() : '',
+      o.serviceTypes.map((s, i) => h('option', { value: String(i) }, s.label)),
+      h('option', { value: FREE_TEXT, selected: !o.serviceTypes.length }, t('new.serviceOther')),
+    ),
+    serviceText: h('input', { id: 'f-service-text', maxlength: '200', autocomplete: 'off', 'aria-describedby': 'f-service-text-hint' }),
+    specialty: h('select', { id: 'f-specialty', required: true }, choose(), o.specialties.map((s, i) => h('option', { value: String(i) }, s.label))),
     slotMinutes: h('input', { id: 'f-minutes', type: 'number', min: '5', max: '480', step: '5', value: '15', required: true }),
     from: h('input', { id: 'f-from', type: 'date', value: addDays(today(), 1), required: true }),
     to: h('input', { id: 'f-to', type: 'date', value: addDays(today(), 28), required: true }),
     manual: h('input', { id: 'f-manual', type: 'checkbox' }),
   };
+  const serviceTextField = field('f-service-text', t('new.serviceText'), inputs.serviceText, t('new.serviceTextHint'));
+  const showServiceText = () => {
+    const free = inputs.serviceType.value === FREE_TEXT;
+    serviceTextField.hidden = !free;
+    inputs.serviceText.required = free;
+  };
+  inputs.serviceType.addEventListener('change', showServiceText);
+  showServiceText();
   const hours = Object.fromEntries(DAYS.map((d) => [d, h('input', { id: `f-hours-${d}`, value: d <= 5 ? '08:00-12:00' : '', placeholder: '08:00-12:00, 14:00-18:00', 'aria-describedby': 'hours-hint', autocomplete: 'off' })]));
   const result = h('div', { class: 'preview', 'aria-live': 'polite' });
-  const createButton = h('button', { type: 'button', class: 'primary', disabled: true, 'data-action': 'create', onclick: () => submit(true) }, t('new.create'));
+  const createButton = h('button', { type: 'button', class: 'primary', disabled: true, 'data-action': 'create', 'aria-describedby': 'create-hint', onclick: () => submit(true) }, t('new.create'));
+  const createHint = h('small', { id: 'create-hint', class: 'hint' }, t('new.previewFirst'));
+  // Creating needs a preview of exactly this form without overlaps.
+  const blockCreate = (hint) => {
+    createButton.disabled = true;
+    createHint.textContent = hint;
+  };
+  state.onZoneChange = () => {
+    zoneName.textContent = tz();
+    result.replaceChildren();
+    blockCreate(t('new.previewFirst'));
+  };
 
   const read = () => {
     const hoursValue = {};
@@ -385,49 +486,80 @@ async function newCalendarView() {
       if (!raw) continue;
       hoursValue[d] = raw.split(/\s*[,;]\s*/).map((range) => {
         const m = /^(\d{1,2}:\d{2})\s*[-–]\s*(\d{1,2}:\d{2})$/.exec(range);
-        if (!m) throw new ApiError(400, { issue: [{ diagnostics: t('new.badHours', { day: t(`day.${d}`), value: range }), expression: [`hours.${d}`] }] });
+        if (!m) throw new LocalProblem(t('new.badHours', { day: t(`day.${d}`), value: range }), `hours.${d}`);
         return [m[1].padStart(5, '0'), m[2].padStart(5, '0')];
       });
     }
     const actor = o.actors.find((a) => a.reference === inputs.actor.value);
+    const free = inputs.serviceType.value === FREE_TEXT;
     return {
       name: inputs.name.value,
       actor: inputs.actor.value,
       actorDisplay: actor?.display,
-      serviceType: o.serviceTypes[Number(inputs.serviceType.value)] ?? null,
-      specialty: o.specialties[Number(inputs.specialty.value)] ?? null,
+      serviceType: free ? { text: inputs.serviceText.value.trim() } : (o.serviceTypes[Number(inputs.serviceType.value)]?.concept ?? null),
+      specialty: o.specialties[Number(inputs.specialty.value)]?.coding ?? null,
       hours: hoursValue,
       slotMinutes: Number(inputs.slotMinutes.value),
       from: inputs.from.value,
       to: inputs.to.value,
       manualConfirmation: inputs.manual.checked,
+      timeZone: tz(),
     };
+  };
+  const markField = (err) => {
+    for (const el of form.querySelectorAll('[aria-invalid]')) el.removeAttribute('aria-invalid');
+    const name = err?.field ?? err?.reason?.field;
+    const el = name && (name === 'serviceType' && inputs.serviceType.value === FREE_TEXT ? inputs.serviceText : (inputs[name] ?? hours[/^hours\.([1-7])$/.exec(name)?.[1]]));
+    if (el) {
+      el.setAttribute('aria-invalid', 'true');
+      el.focus();
+    }
   };
   const submit = async (create) => {
     state.busy = true;
-    result.replaceChildren();
+    if (!create) result.replaceChildren();
     section.querySelector(':scope > .error')?.remove();
+    markField(undefined);
     try {
       if (!form.reportValidity()) return;
       const body = read();
       if (!create) {
         const p = await api('POST', 'calendars/preview', body);
+        const conflicts = p.conflicts.length;
         result.replaceChildren(
           h('p', {}, t('new.previewResult', { slots: p.slots, first: when(p.first?.start), last: when(p.last?.start) })),
           h('ul', { class: 'per-day' }, DAYS.filter((d) => p.perWeekday[d]).map((d) => h('li', {}, `${t(`day.${d}`)}: ${p.perWeekday[d]}`))),
-          p.conflicts.length
-            ? h('div', { class: 'error', role: 'alert' }, h('strong', {}, t('new.conflicts')), h('ul', {}, p.conflicts.slice(0, 10).map((c) => h('li', {}, `${when(c.start)} ↔ ${c.calendar} (${when(c.existingStart)})`))))
+          conflicts
+            ? h(
+                'div',
+                { class: 'error', role: 'alert', 'data-conflicts': String(conflicts) },
+                h('strong', {}, t('new.conflicts')),
+                h('p', {}, t('new.conflictsBlock')),
+                h('ul', {}, p.conflicts.slice(0, 10).map((c) => h('li', {}, t('new.conflictItem', { start: `${when(c.start)}–${clock(c.end)}`, calendar: c.calendar || '—', existing: `${when(c.existingStart)}–${clock(c.existingEnd)}` })))),
+                conflicts > 10 ? h('p', {}, t('new.moreConflicts', { n: conflicts - 10 })) : '',
+              )
             : h('p', { class: 'ok' }, t('new.noConflicts')),
         );
-        createButton.disabled = false;
+        if (conflicts) blockCreate(t('new.createBlocked'));
+        else {
+          createButton.disabled = false;
+          createHint.textContent = '';
+        }
       } else {
         const c = await api('POST', 'calendars', body);
         state.calendars = null;
+        state.options = null;
         result.replaceChildren(h('p', { class: 'ok', role: 'status' }, t('new.created', { name: body.name, slots: c.slots }), ' ', h('a', { href: `#/week?calendar=${encodeURIComponent(c.schedule)}&date=${body.from}` }, t('new.open'))));
-        createButton.disabled = true;
+        blockCreate('');
       }
     } catch (err) {
       showError(section, err);
+      markField(err);
+      // A refused calendar: its preview no longer holds.
+      if (create) {
+        result.replaceChildren();
+        blockCreate(t('new.previewFirst'));
+      }
     } finally {
       state.busy = false;
     }
@@ -436,9 +568,8 @@ async function newCalendarView() {
     'form',
     {
       class: 'calendar-form',
-      oninput: () => {
-        createButton.disabled = true;
-      },
+      oninput: () => blockCreate(t('new.previewFirst')),
+      onchange: () => blockCreate(t('new.previewFirst')),
       onsubmit: (e) => {
         e.preventDefault();
         submit(false);
@@ -447,12 +578,13 @@ async function newCalendarView() {
     field('f-name', t('new.name'), inputs.name),
     field('f-actor', t('new.actor'), inputs.actor),
     field('f-service', t('new.serviceType'), inputs.serviceType),
+    serviceTextField,
     field('f-specialty', t('new.specialty'), inputs.specialty),
     field('f-minutes', t('new.slotMinutes'), inputs.slotMinutes),
     h('div', { class: 'row' }, field('f-from', t('new.from'), inputs.from), field('f-to', t('new.to'), inputs.to)),
     h('div', { class: 'field check' }, inputs.manual, h('label', { for: 'f-manual' }, t('new.manual'))),
     h('fieldset', {}, h('legend', {}, t('new.hours')), h('small', { id: 'hours-hint' }, t('new.hoursHint')), DAYS.map((d) => field(`f-hours-${d}`, t(`day.${d}`), hours[d]))),
-    h('div', { class: 'buttons' }, h('button', { type: 'submit', 'data-action': 'preview' }, t('new.preview')), createButton),
+    h('div', { class: 'buttons' }, h('button', { type: 'submit', 'data-action': 'preview' }, t('new.preview')), createButton, createHint),
   );
   section.append(form, result);
   return section;
@@ -501,9 +633,46 @@ function applyLanguage() {
   document.documentElement.lang = language();
   document.getElementById('skip').textContent = t('skip');
   document.getElementById('nav').setAttribute('aria-label', t('nav.label'));
+  document.getElementById('tz-label').textContent = t('tz.label');
+  fillZones();
   const button = document.getElementById('lang');
   button.textContent = t('lang.switch');
   button.setAttribute('aria-label', t('lang.switchLabel'));
+}
+
+// ---------- time zone ----------
+
+/** The zone the page shows times in: this machine's (the page server's), unless the person chose another. */
+function chosenZone() {
+  const stored = localStorage.getItem('terminus.tz');
+  if (stored && stored !== state.me.timeZone) {
+    try {
+      new Intl.DateTimeFormat('en', { timeZone: stored });
+      return stored;
+    } catch {
+      localStorage.removeItem('terminus.tz');
+    }
+  }
+  return state.me.timeZone;
+}
+
+function fillZones() {
+  const select = document.getElementById('tz');
+  if (!state.me) return;
+  const machine = state.me.timeZone;
+  const zones = new Set(typeof Intl.supportedValuesOf === 'function' ? Intl.supportedValuesOf('timeZone') : []);
+  zones.add(machine);
+  zones.add(tz());
+  select.replaceChildren(...[...zones].sort().map((z) => h('option', { value: z, selected: z === tz() }, z === machine ? t('tz.machine', { tz: z }) : z)));
+}
+
+function changeZone(zone) {
+  state.tz = zone;
+  if (zone === state.me.timeZone) localStorage.removeItem('terminus.tz');
+  else localStorage.setItem('terminus.tz', zone);
+  // A form being filled in keeps what was typed; its preview no longer holds.
+  if (state.onZoneChange) state.onZoneChange();
+  else render();
 }
 
 async function start() {
@@ -513,14 +682,28 @@ async function start() {
     applyLanguage();
     render();
   });
+  // The skip link goes to the content of the view on screen, without leaving it.
+  document.getElementById('skip').addEventListener('click', (e) => {
+    e.preventDefault();
+    focusMain();
+  });
   try {
     state.me = await api('GET', 'me');
+    state.tz = chosenZone();
     document.getElementById('server').textContent = state.me.server;
+    fillZones();
+    document.getElementById('tz').addEventListener('change', (e) => changeZone(e.target.value));
   } catch (err) {
     document.getElementById('main').replaceChildren(errorBox(err));
     return;
   }
   window.addEventListener('hashchange', () => {
+    // A fragment that names no view (an in-page target such as #main) keeps the view on screen.
+    if (!location.hash.startsWith('#/') && location.hash !== '') {
+      history.replaceState(null, '', state.hash || '#/week');
+      focusMain();
+      return;
+    }
     document.getElementById('flash').replaceChildren();
     render();
   });
