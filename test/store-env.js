@@ -15,6 +15,7 @@ const STORE_FREE = [
   'test/booking/patch/json-patch.test.ts',
   'test/client/calendar-plan.test.ts',
   'test/client/key-store.test.ts',
+  'test/client/practice-page-parts.test.ts',
   'test/config.test.ts',
   'test/deploy-make-env.test.ts',
   'test/fhir/formats.test.ts',
