@@ -27,7 +27,7 @@ export async function benchClient(): Promise<string> {
     // The demo calendars (bookable slots of the next 30 days) in an empty store.
     const server = await startServerProcess({ ...store.env, CARD_TRUST_ANCHORS: path.join(dir, 'pki', 'card-ca.pem'), RATE_LIMIT_PER_IP: '100000000', RATE_LIMIT_PER_CLIENT: '100000000', RATE_LIMIT_FHIR_PER_CLIENT: '100000000', DEMO_DATA: 'true' });
     try {
-      const session = await createClient({ server: server.url, card: path.join(dir, 'pki', 'card-p256.pem'), key: path.join(dir, 'pki', 'card-p256.key.pem'), home: path.join(dir, 'home'), password: 'bench' });
+      const session = await createClient({ server: server.url, card: path.join(dir, 'pki', 'card-p256.pem'), key: path.join(dir, 'pki', 'card-p256.key.pem'), home: path.join(dir, 'home'), password: 'bench-passphrase-of-terminus' });
       for (const scenario of ['search', 'book'] as const) {
         const r = await runStress(session, scenario, { durationSec: DURATION_S, concurrency: CONCURRENCY });
         rows.push(row(store.name, r));
@@ -65,7 +65,7 @@ function row(store: string, r: StressReport): string {
 async function signingOverhead(dir: string): Promise<{ sign: number; floor: number }> {
   // A session with a token in hand (far from expiry) signs without talking to any server.
   const pki = createDevPki();
-  const session = await createClient({ server: 'http://127.0.0.1:9', card: pki.cards[0].certPem, key: pki.cards[0].keyPem, home: dir, password: 'bench' });
+  const session = await createClient({ server: 'http://127.0.0.1:9', card: pki.cards[0].certPem, key: pki.cards[0].keyPem, home: dir, password: 'bench-passphrase-of-terminus' });
   const key = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const { ecKeyFrom } = await import('../src/client/crypto');
   session.guard.dpopKey = await ecKeyFrom(key.privateKey);

@@ -148,7 +148,7 @@ test('terminus-client login --attestation tpm --helper: registration through the
         process.execPath,
         ['--import', 'tsx', 'src/client/cli.ts', 'login', '--server', `http://127.0.0.1:${port}`, '--card', path.join(dir, 'pki', 'card-p256.pem'), '--key', path.join(dir, 'pki', 'card-p256.key.pem'),
           '--attestation', 'tpm', '--helper', helper!.address.replace('127.0.0.1', 'localhost'), '--helper-ca', pki.caPem, '--helper-cert', client.cert, '--helper-key', client.key],
-        { env: { ...process.env, NODE_OPTIONS: '', TERMINUS_CLIENT_HOME: path.join(dir, 'cli-home'), TERMINUS_CLIENT_PASSWORD: 'secret' } },
+        { env: { ...process.env, NODE_OPTIONS: '', TERMINUS_CLIENT_HOME: path.join(dir, 'cli-home'), TERMINUS_CLIENT_PASSWORD: 'helper-test-passphrase' } },
         (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
       );
     });
