@@ -456,7 +456,7 @@ test('state-changing calls need the anti-CSRF token and this origin; the page sw
   await expect(page.locator('html').getAttribute('lang')).resolves.toBe('en');
 });
 
-describe('a PostgreSQL repository holding only the ISiK fixture (no demo data)', () => {
+describe('a repository holding only the ISiK fixture, no demo data (PostgreSQL where DATABASE_URL is set)', () => {
   const OWNER = '1-2-DEV-PRAXIS-P256';
   let isik: RunningServer;
   let isikOrigin: string;
