@@ -90,7 +90,7 @@ function logDevelopmentCards(config: Config, logger: ReturnType<typeof createLog
       cards: cards.map((c) => ({ telematikId: c.telematikId, cert: path.join(dir, c.cert), key: path.join(dir, c.key) })),
       repositoryOwners: config.repositoryOwners,
     },
-    `development cards in ${dir}; log in with: TERMINUS_CLIENT_PASSWORD=… npx terminus-client login --server ${config.publicUrl} --card ${path.join(dir, first.cert)} --key ${path.join(dir, first.key)}` +
+    `development cards in ${dir}; log in with (node_modules/.bin on PATH): TERMINUS_CLIENT_PASSWORD=… terminus-client login --server ${config.publicUrl} --card ${path.join(dir, first.cert)} --key ${path.join(dir, first.key)}` +
       (config.repositoryOwners.includes(first.telematikId) ? '' : `; for management scopes start with REPOSITORY_OWNERS=${first.telematikId}`),
   );
 }
