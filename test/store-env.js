@@ -52,7 +52,6 @@ const REDIS_FREE = [
   'test/fhir/rest.test.ts',
   'test/fhir/search-results.test.ts',
   'test/fhir/stored-json.test.ts',
-  'test/fuzz.test.ts',
   'test/guard/warm-up.test.ts',
   'test/ops-metrics.test.ts',
   'test/store/batched-reads.test.ts',
