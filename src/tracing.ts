@@ -21,13 +21,12 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): boolean {
   env.OTEL_METRICS_EXPORTER ??= 'none';
   env.OTEL_LOGS_EXPORTER ??= 'none';
   env.OTEL_SERVICE_NAME ??= 'terminus';
-  /* eslint-disable @typescript-eslint/no-require-imports -- loaded only when tracing is on */
+  // Required here, not imported at the top: a process without tracing never loads these packages.
   const { NodeSDK: Sdk } = require('@opentelemetry/sdk-node') as typeof import('@opentelemetry/sdk-node');
   const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http') as typeof import('@opentelemetry/instrumentation-http');
   const { ExpressInstrumentation } = require('@opentelemetry/instrumentation-express') as typeof import('@opentelemetry/instrumentation-express');
   const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg') as typeof import('@opentelemetry/instrumentation-pg');
   const { IORedisInstrumentation } = require('@opentelemetry/instrumentation-ioredis') as typeof import('@opentelemetry/instrumentation-ioredis');
-  /* eslint-enable @typescript-eslint/no-require-imports */
   sdk = new Sdk({
     instrumentations: [
       // Probes every few seconds would drown the requests that matter.
