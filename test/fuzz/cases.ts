@@ -11,6 +11,7 @@
  * proof or token, broken headers, or none. The first cases of every seed are the exact inputs of
  * earlier outside fuzz runs, once with each kind of caller.
  */
+
 /** The kinds of valid session a case may be sent with (test/fuzz/sessions.ts makes them). */
 export type SessionKind = 'requestor' | 'owner' | 'patient' | 'workload';
 export const SESSION_KINDS: readonly SessionKind[] = ['requestor', 'owner', 'patient', 'workload'];

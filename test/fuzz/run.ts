@@ -95,7 +95,7 @@ export class ServerLog {
   }
 }
 
-/** `Type: message @ src/file.ts:line`, numbers as N so one cause is one line whatever the values. */
+/** `Type: message @ src/file.ts:line`, numbers as N and single-quoted input as '…', so one cause is one line whatever the values. */
 function causeOf(entry: LogEntry): string {
   const err = entry.err;
   if (!err) return `${entry.msg ?? 'log line'} (no error)`;
@@ -103,7 +103,8 @@ function causeOf(entry: LogEntry): string {
     ?.split('\n')
     .find((l) => l.includes('/src/'))
     ?.replace(/^.*\/(src\/[^:)]+:\d+).*$/, '$1');
-  return `${err.type ?? 'Error'}: ${(err.message ?? '').replace(/\d+/g, 'N').slice(0, 200)}${frame ? ` @ ${frame}` : ''}`;
+  const message = (err.message ?? '').replace(/'[^']*'/g, "'…'").replace(/\d+/g, 'N');
+  return `${err.type ?? 'Error'}: ${message.slice(0, 200)}${frame ? ` @ ${frame}` : ''}`;
 }
 
 /**
