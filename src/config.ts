@@ -45,11 +45,11 @@ export interface Config {
   smtpUrl?: string;
   /** Sender of those mails (MAIL_FROM). */
   mailFrom: string;
-  /** Issuers whose workload tokens the token endpoint exchanges (WORKLOAD_ISSUERS_FILE, CONTRACT 11). */
+  /** Issuers whose workload tokens the token endpoint exchanges (WORKLOAD_ISSUERS_FILE; docs/requirements.md#workload-token-exchange). */
   workloadIssuers: WorkloadIssuer[];
-  /** Upstream identity providers of the authorization-code flow (OIDC_PROVIDERS_FILE, CONTRACT 10). */
+  /** Upstream identity providers of the authorization-code flow (OIDC_PROVIDERS_FILE; docs/requirements.md#patients-authorization-code-flow). */
   oidcProviders: OidcProvider[];
-  /** The additional security layer (ASL_MODE, CONTRACT 12): off, supported or required (plain /fhir then 403). */
+  /** The additional security layer (ASL_MODE): off, supported or required (plain /fhir then 403; docs/requirements.md#additional-security-layer-asl). */
   aslMode: 'off' | 'supported' | 'required';
   /** PEM files of the certificate (then its issuer) and key that sign the server's ASL keys; unset outside production: generated. */
   aslSignerCert?: string;

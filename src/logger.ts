@@ -13,9 +13,10 @@ export function createLogger(level: string, format: LogFormat = 'json'): Logger 
   const options = { level, base: { service: 'terminus' }, timestamp: pino.stdTimeFunctions.isoTime };
   if (level === 'silent') return pino(options);
   if (format === 'json') {
-    // Asynchronous and buffered (issue 15: a synchronous write per access-log line cost a sixth of
-    // the guarded search's throughput): lines go out in 4 KiB writes or within FLUSH_EVERY_MS;
-    // pino writes what is left synchronously when the process exits, crash or not.
+    // Asynchronous and buffered (docs/requirements.md#performance-aims: a synchronous write per
+    // access-log line cost a sixth of the guarded search's throughput): lines go out in 4 KiB
+    // writes or within FLUSH_EVERY_MS; pino writes what is left synchronously when the process
+    // exits, crash or not.
     const destination = pino.destination({ dest: 1, sync: false, minLength: 4096 });
     const timer = setInterval(() => {
       try {

@@ -9,10 +9,10 @@ const processRegistry = new Registry();
 let processMetrics = false;
 
 /**
- * `GET /metrics` (Prometheus text format) on its own listener, METRICS_HOST:METRICS_PORT (CONTRACT
- * 13): the counters of shared/metrics.ts plus gauges read at scrape time (jobs by state,
- * subscription backlog, database pool, Redis). A dependency that is down leaves its gauges out of
- * that scrape; the answer still comes.
+ * `GET /metrics` (Prometheus text format) on its own listener, METRICS_HOST:METRICS_PORT
+ * (docs/requirements.md#practice-page-and-operations): the counters of shared/metrics.ts plus
+ * gauges read at scrape time (jobs by state, subscription backlog, database pool, Redis). A
+ * dependency that is down leaves its gauges out of that scrape; the answer still comes.
  */
 export async function startMetricsListener(config: Config, ctx: AppContext): Promise<http.Server | undefined> {
   if (config.metricsPort === 0) return undefined;

@@ -1,7 +1,8 @@
 /**
- * OpenTelemetry traces (CONTRACT 13) through the standard `OTEL_*` variables: with
- * `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) set, every HTTP request in and out,
- * every SQL statement (pg) and every Redis command (ioredis) becomes a span, exported over OTLP
+ * OpenTelemetry traces (docs/requirements.md#practice-page-and-operations) through the standard
+ * `OTEL_*` variables: with `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) set, every
+ * HTTP request in and out, every SQL statement (pg) and every Redis command (ioredis) becomes a
+ * span, exported over OTLP
  * (`OTEL_EXPORTER_OTLP_PROTOCOL`, `OTEL_SERVICE_NAME`, `OTEL_TRACES_SAMPLER` ... as the
  * specification defines them). Unset, nothing is loaded.
  *

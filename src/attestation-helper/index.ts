@@ -1,6 +1,7 @@
 /**
- * The attestation helper of a stationary client (CONTRACT 9): a gRPC service over the TPM, started
- * by `terminus-client attestation-helper`, and the client side the reference client uses.
+ * The attestation helper of a stationary client (docs/requirements.md#attestation-helper-grpc): a
+ * gRPC service over the TPM, started by `terminus-client attestation-helper`, and the client side
+ * the reference client uses.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';

@@ -25,7 +25,7 @@ export const STATUS = {
 } as const;
 export type AttestationStatus = (typeof STATUS)[keyof typeof STATUS];
 
-/** Trailer that names the status on a non-OK code (CONTRACT 9). */
+/** Trailer that names the status on a non-OK code (docs/requirements.md#attestation-helper-grpc). */
 export const STATUS_TRAILER = 'svc-attestation-status';
 
 export interface GetAttestationRequest {

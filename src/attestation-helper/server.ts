@@ -6,7 +6,7 @@ import type { HelperEventLog } from './measurement';
 import { services, STATUS, STATUS_TRAILER, type AttestationStatus, type GetAttestationRequest, type GetAttestationResponse, type RegistrationMaterial } from './proto';
 import { TpmCommandError, type TpmTools } from './tpm-tools';
 
-/** PCRs a caller may ask for (CONTRACT 9). */
+/** PCRs a caller may ask for (docs/requirements.md#attestation-helper-grpc). */
 export const ALLOWED_PCRS = [4, 5, 7, 10, 11, 22, 23] as const;
 
 export interface HelperTls {
@@ -39,8 +39,8 @@ class HelperError extends Error {
 }
 
 /**
- * The gRPC attestation helper (CONTRACT 9): SvcAttestationService and SvcAttestationSetupService
- * over TLS. Client certificates are requested but not required, so the handler can tell a missing
+ * The gRPC attestation helper (docs/requirements.md#attestation-helper-grpc): SvcAttestationService
+ * and SvcAttestationSetupService over TLS. Client certificates are requested but not required, so the handler can tell a missing
  * or untrusted certificate (16 UNAUTHENTICATED) from a trusted one with a CN that is not allowed
  * (7 PERMISSION_DENIED).
  */

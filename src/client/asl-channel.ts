@@ -47,10 +47,10 @@ interface Session {
 }
 
 /**
- * The client side of the additional security layer (CONTRACT 12, gematik's wire format): the
- * handshake M1-M4 with the server's signed keys checked against its CertData (certificate hash,
- * ES256 signature raw or DER, key lifetime at most 30 days and not expired), then each request as
- * one encrypted HTTP/1.1 message and its answer decrypted and parsed by Node's HTTP parser. An
+ * The client side of the additional security layer (gematik's wire format,
+ * docs/requirements.md#additional-security-layer-asl): the handshake M1-M4 with the server's
+ * signed keys checked against its CertData (certificate hash, ES256 signature raw or DER, key
+ * lifetime at most 30 days and not expired), then each request as one encrypted HTTP/1.1 message and its answer decrypted and parsed by Node's HTTP parser. An
  * unknown connection or key id (the server lost the session) runs the handshake again once.
  */
 export class AslChannel {

@@ -37,9 +37,10 @@ export function canonicalJwk(key: EcKey): Buffer {
 }
 
 /**
- * The TPM posture through the attestation helper (CONTRACT 8-9): the helper's setup service gives
- * the EK, its certificate, the AK and the AK's signature over the client key, and activates the
- * credential of the 202 answer; GetAttestation quotes PCR 7 and 23 over the attestation challenge.
+ * The TPM posture through the attestation helper (docs/requirements.md#hardware-attestation,
+ * #attestation-helper-grpc): the helper's setup service gives the EK, its certificate, the AK and
+ * the AK's signature over the client key, and activates the credential of the 202 answer;
+ * GetAttestation quotes PCR 7 and 23 over the attestation challenge.
  */
 export function helperAttestor(helper: AttestationHelperClient, product: ProductInfo = DEFAULT_PRODUCT): Attestor {
   let material: Awaited<ReturnType<AttestationHelperClient['getRegistrationMaterial']>> | undefined;

@@ -333,7 +333,7 @@ export function addCommands(cli: Command, io: CliIo): void {
       }),
     );
 
-  withCard(cli.command('ui').description("the practice's page on 127.0.0.1 behind a one-time login link (CONTRACT 13)"))
+  withCard(cli.command('ui').description("the practice's page on 127.0.0.1 behind a one-time login link"))
     .option('--port <n>', 'port on 127.0.0.1 (default: any free port)', (v) => port(v), 0)
     .option('--time-zone <tz>', "time zone of the week grid and opening hours (default: this machine's)")
     .action(async (o: SessionOptions & { port: number; timeZone?: string }) => {

@@ -6,8 +6,8 @@ import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { addCommands, processIo, report, type CliIo } from './cli-commands';
 
 /**
- * `terminus-client`: the reference client's command line (CONTRACT 6). Exit codes: 0 success, 1 the
- * server refused, 2 usage or local error.
+ * `terminus-client`: the reference client's command line (docs/requirements.md#reference-client-and-sdk).
+ * Exit codes: 0 success, 1 the server refused, 2 usage or local error.
  */
 export function program(io: CliIo = processIo()): Command {
   const cli = new Command('terminus-client')
@@ -19,7 +19,7 @@ export function program(io: CliIo = processIo()): Command {
   addCommands(cli, io);
   cli
     .command('attestation-helper')
-    .description('serve the gRPC attestation helper over the TPM (CONTRACT 9); TPM via TPM2TOOLS_TCTI')
+    .description('serve the gRPC attestation helper over the TPM; TPM via TPM2TOOLS_TCTI')
     .requiredOption('--listen <addr>', 'host:port to listen on', '127.0.0.1:50051')
     .requiredOption('--tls-cert <file>', 'PEM server certificate (chain)')
     .requiredOption('--tls-key <file>', 'PEM key of the server certificate')

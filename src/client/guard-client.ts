@@ -77,8 +77,9 @@ export interface GuardClientOptions {
   /** Upper bound of one backoff wait in ms (default 30 000). */
   maxBackoffMs?: number;
   /**
-   * Resource requests through the additional security layer (CONTRACT 12): true always, false
-   * never, unset when discovery says `svc_asl_use: required`.
+   * Resource requests through the additional security layer
+   * (docs/requirements.md#additional-security-layer-asl): true always, false never, unset when
+   * discovery says `svc_asl_use: required`.
    */
   asl?: boolean;
   /** ASL data frames for a production (PU) server: environment byte 1 instead of 0. */
@@ -212,7 +213,7 @@ export class GuardClient {
   /**
    * Registration (first time), a fresh nonce and DPoP key, then the token exchange with attestation.
    * A 401 (the guard does not know the client, or the assertion was refused) is answered once with a
-   * fresh registration and exchange (seed 000 section 7); 400 and 403 end it.
+   * fresh registration and exchange (gemSpec_ZETA A_27007); 400 and 403 end it.
    */
   async login(card: SoftwareCard, o: { scope?: string } = {}): Promise<TokenSet> {
     try {

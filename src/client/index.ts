@@ -1,6 +1,7 @@
 /**
- * The reference client library (CONTRACT 6): `createClient` gives a session whose `fetch` signs every
- * request; the `terminus-client` CLI and the tests are built on it.
+ * The reference client library (docs/requirements.md#reference-client-and-sdk): `createClient`
+ * gives a session whose `fetch` signs every request; the `terminus-client` CLI and the tests are
+ * built on it.
  */
 export { GuardClient, GuardClientError, type Discovery, type GuardClientOptions, type TokenSet } from './guard-client';
 export { SoftwareCard, createSubjectToken, type SubjectTokenOptions } from './software-card';

@@ -275,8 +275,8 @@ function helperFiles(h: HelperSettings): { ca: Buffer; cert: Buffer; key: Buffer
 }
 
 /**
- * `createClient({server, card, key, home?, password?})` (CONTRACT 6): a session whose fetch logs in
- * by itself on first use. Its inputs are checked now, not at the first request: the server URL, the
+ * `createClient({server, card, key, home?, password?})` (docs/requirements.md#reference-client-and-sdk):
+ * a session whose fetch logs in by itself on first use. Its inputs are checked now, not at the first request: the server URL, the
  * card and key (files exist, PEM of the right kind, the key belongs to the certificate), the helper's
  * files, and the key store password. A `ClientInputError` names the option and the file.
  */

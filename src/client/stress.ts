@@ -23,7 +23,7 @@ export interface StressReport {
 type Step = () => Promise<number>;
 
 /**
- * Load from this client (CONTRACT 6, like zeta-cli's stress): `concurrency` workers in a closed loop
+ * Load from this client (as gematik zeta-cli's `stress`): `concurrency` workers in a closed loop
  * until `durationSec` or `maxRequests`; each worker has its own guard session where the scenario
  * needs one (refresh tokens rotate per session).
  */

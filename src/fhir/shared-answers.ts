@@ -1,8 +1,9 @@
 /**
- * Answers built from a result that many requests share (issue 15). A calendar window search served
- * by the window cache returns the same frozen result to every request of that shape: the searchset
- * Bundle around it, and its bytes, are then the same too, so they are built once per request shape
- * and kept beside the result (they go when the result leaves the cache). Anything not frozen is
+ * Answers built from a result that many requests share (docs/requirements.md#performance-aims). A
+ * calendar window search served by the window cache returns the same frozen result to every
+ * request of that shape: the searchset Bundle around it, and its bytes, are then the same too, so
+ * they are built once per request shape and kept beside the result (they go when the result
+ * leaves the cache). Anything not frozen is
  * built for its request alone, as before.
  */
 

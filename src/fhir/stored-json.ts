@@ -1,10 +1,11 @@
 import type { BundleEntry, Resource } from '@medplum/fhirtypes';
 
 /**
- * Bundle entries whose resource is written as the store keeps it (issue 15): a search answer
- * copies each match's stored JSON text into its bytes instead of parsing it and writing it again.
- * The entry's `resource` is still there for everyone else (XML, `_pretty`, a batch answer, a job's
- * result): a getter that parses on first use. The text is PostgreSQL's writing of the stored
+ * Bundle entries whose resource is written as the store keeps it
+ * (docs/requirements.md#performance-aims): a search answer copies each match's stored JSON text
+ * into its bytes instead of parsing it and writing it again. The entry's `resource` is still there
+ * for everyone else (XML, `_pretty`, a batch answer, a job's result): a getter that parses on
+ * first use. The text is PostgreSQL's writing of the stored
  * `jsonb` (a space after `:` and `,`), which is JSON all the same.
  */
 const storedText = new WeakMap<BundleEntry, string>();

@@ -77,7 +77,8 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   const v = Router({ mergeParams: true });
   // The per-IP limit comes first: 404 (unknown major), 410 (shut down) and 405 carry x-rate-limit-* too.
   router.use('/svc/v:major', rateLimitPerIp(deps, (req) => ENDPOINT_BUCKETS[req.path.replace(/\/+$/, '')] ?? 'svc'), versionGate(versions), v);
-  // Authorization code with PAR and PKCE (CONTRACT 10): patient apps.
+  // Authorization code with PAR and PKCE for patient apps
+  // (docs/requirements.md#patients-authorization-code-flow).
   v.post(
     '/par',
     express.text({ limit: '64kb', type: () => true }),

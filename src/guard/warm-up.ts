@@ -7,10 +7,10 @@ import { createCardCa, issueCard } from './pki/dev-pki';
 import { validatePath } from './pki/path-validation';
 
 /**
- * The guard's start-up work (issue 15: the first request after start as fast as a warm one), run
- * before the server listens: the signing key loaded (or created), and a rehearsal of what a first
- * registration and token exchange would otherwise load and compile on the caller's time — the
- * request body readers, and the checks of an institution card (path validation to a trust anchor,
+ * The guard's start-up work (the first request after start as fast as a warm one,
+ * docs/requirements.md#performance-aims), run before the server listens: the signing key loaded
+ * (or created), and a rehearsal of what a first registration and token exchange would otherwise
+ * load and compile on the caller's time — the request body readers, and the checks of an institution card (path validation to a trust anchor,
  * the admission extension, the OCSP responder lookup) on a throwaway card from a throwaway CA,
  * which no configured anchor trusts and no state remembers beyond the checks' own caches.
  */

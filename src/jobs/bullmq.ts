@@ -33,8 +33,8 @@ export class BullMqQueue implements JobQueue {
       async (job) => {
         await run((job.data as { id: string }).id);
       },
-      // A dead worker's job is found stalled within lockDuration + stalledInterval (issue 16: under
-      // 10 s); a live worker renews its lock every half lockDuration.
+      // A dead worker's job is found stalled within lockDuration + stalledInterval (under 10 s,
+      // docs/requirements.md#robustness-aims); a live worker renews its lock every half lockDuration.
       { connection: workerConnection, concurrency: 8, lockDuration: 6000, stalledInterval: 3000 },
     );
     this.worker.on('failed', (job, err) => {

@@ -25,7 +25,7 @@ const RETENTION_MS = 24 * 60 * 60 * 1000;
 /**
  * A running job whose lease ran out was abandoned by a crashed worker: run it again. The worker
  * renews the lease every third of it while the job runs, so the lease bounds the takeover after a
- * crash (issue 16: under 10 s with the sweep), not the length of a job.
+ * crash (under 10 s with the sweep, docs/requirements.md#robustness-aims), not the length of a job.
  */
 export const LEASE_MS = 6000;
 

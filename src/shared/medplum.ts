@@ -25,7 +25,7 @@ export function compiledFhirPath(expression: string): FhirPathAtom {
  * True when a FHIR JSON object has no element `name` at all: no `name`, no primitive extension
  * `_name`, no choice form (`valueQuantity` for `value`). FHIRPath then finds nothing there; medplum
  * takes about 15 µs to find an element absent, so the hot paths (index extraction, profile
- * checks of every write) ask this first (issue 15).
+ * checks of every write) ask this first (docs/requirements.md#performance-aims).
  */
 export function lacksElement(o: Record<string, unknown>, name: string): boolean {
   if (o[name] !== undefined || `_${name}` in o) return false;

@@ -1,9 +1,10 @@
 import { Counter, Histogram, Registry } from 'prom-client';
 
 /**
- * The process's Prometheus metrics (CONTRACT 13), counted where things happen; `/metrics` on
- * METRICS_PORT adds the gauges read at scrape time (queues, pool, Redis). Label values come from
- * small fixed sets (route templates, error codes, outcomes), never from ids or user input.
+ * The process's Prometheus metrics (docs/requirements.md#practice-page-and-operations), counted
+ * where things happen; `/metrics` on METRICS_PORT adds the gauges read at scrape time (queues,
+ * pool, Redis). Label values come from small fixed sets (route templates, error codes, outcomes),
+ * never from ids or user input.
  */
 export const metricsRegistry = new Registry();
 

@@ -4,9 +4,10 @@ import type { Resource } from '@medplum/fhirtypes';
  * The one visibility rule of the repository. Appointments and Subscriptions belong to the
  * institution that created them; everything else, and whatever the repository writes itself,
  * belongs to nobody (`null`) and is visible to all. Repository owners (REPOSITORY_OWNERS) see
- * and manage everything. A patient (CONTRACT 10) sees what they own (their bookings), the public
- * part of what belongs to nobody, and the Patients that carry their insurance number. The
- * store's SQL form of the rule is `scopeSql` in store/search/sql.ts; it must say the same.
+ * and manage everything. A patient (docs/requirements.md#identity-scopes-and-ownership) sees what
+ * they own (their bookings), the public part of what belongs to nobody, and the Patients that
+ * carry their insurance number. The store's SQL form of the rule is `scopeSql` in
+ * store/search/sql.ts; it must say the same.
  */
 export interface Viewer {
   /** Telematik-ID of the institution asking (a patient's: `patientOwner(kvnr)`). */

@@ -52,8 +52,8 @@ type StepOutcome = { next: Channel } | { next?: undefined; leased: boolean };
 /**
  * A claim lasts this long unless renewed; the delivering process renews it every third of it
  * while it works (a slow endpoint may take maxTimeoutMs per notification). A process that dies
- * stops renewing: another replica takes the subscription over within this plus one poll (issue 16:
- * under 10 s), instead of waiting out the longest possible delivery.
+ * stops renewing: another replica takes the subscription over within this plus one poll (under
+ * 10 s, docs/requirements.md#robustness-aims), instead of waiting out the longest possible delivery.
  */
 export const DEFAULT_LEASE_MS = 6000;
 

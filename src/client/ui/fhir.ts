@@ -80,7 +80,7 @@ export class Fhir {
 function asOutcome(status: number, json: unknown, text: string): OperationOutcome {
   const o = json as { resourceType?: string; error?: string; error_description?: string } | undefined;
   if (o?.resourceType === 'OperationOutcome') return o as OperationOutcome;
-  // The guard answers with its error object (seed 000 section 2.9).
+  // The guard answers with its error object (docs/requirements.md#guard-error-object).
   if (o?.error) return outcome(status === 401 || status === 403 ? 'security' : 'processing', `${o.error}${o.error_description ? `: ${o.error_description}` : ''}`);
   return outcome('exception', `the repository answered ${status}${text ? `: ${text.slice(0, 200)}` : ''}`);
 }

@@ -172,7 +172,7 @@ export class Practice {
     };
   }
 
-  /** A pending appointment becomes `booked` (seed 001 section 3: only owners confirm). */
+  /** A pending appointment becomes `booked` (only owners confirm: docs/requirements.md#booking-book). */
   async confirm(id: string, version?: string): Promise<AppointmentSummary> {
     const current = await this.current(id, version, ['pending'], 'confirm');
     const patched = await this.patch(current, [{ type: 'replace', path: 'Appointment.status', value: { valueCode: 'booked' } }]);

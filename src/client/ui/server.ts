@@ -37,10 +37,10 @@ const COOKIE = 'terminus_ui';
 const HOST = '127.0.0.1';
 
 /**
- * The practice page (CONTRACT 13): a small web app on loopback behind a one-time login link. The
- * link's token is exchanged for an HttpOnly SameSite=Strict cookie; every state-changing call also
- * carries the anti-CSRF token and a same-origin `Origin`; the Host header must name this server
- * (no DNS rebinding). The page's calls become FHIR calls with the client's DPoP session.
+ * The practice page (docs/requirements.md#practice-page-and-operations): a small web app on
+ * loopback behind a one-time login link. The link's token is exchanged for an HttpOnly
+ * SameSite=Strict cookie; every state-changing call also carries the anti-CSRF token and a
+ * same-origin `Origin`; the Host header must name this server (no DNS rebinding). The page's calls become FHIR calls with the client's DPoP session.
  */
 export async function startPracticeUi(o: PracticeUiOptions): Promise<PracticeUi> {
   const timeZone = o.timeZone ?? machineTimeZone();

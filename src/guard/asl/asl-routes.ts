@@ -22,10 +22,11 @@ export function aslUse(mode: AppContext['config']['aslMode']): 'not_supported' |
 }
 
 /**
- * The ASL endpoints (CONTRACT 12): `GET /CertData.<hash>-<cdv>`, `POST /ASL` (M1 → M2 with
- * `SVC-ASL-CID`), `POST /ASL/<uuid>` (M3 → M4 as CBOR, data frames as octets). A data frame's
- * plaintext is one whole HTTP/1.1 request to `/fhir`; it runs through `app` itself, the
- * enforcement point and the FHIR layer included, and its whole response goes back encrypted.
+ * The ASL endpoints (docs/requirements.md#additional-security-layer-asl):
+ * `GET /CertData.<hash>-<cdv>`, `POST /ASL` (M1 → M2 with `SVC-ASL-CID`), `POST /ASL/<uuid>` (M3
+ * → M4 as CBOR, data frames as octets). A data frame's plaintext is one whole HTTP/1.1 request to
+ * `/fhir`; it runs through `app` itself, the enforcement point and the FHIR layer included, and
+ * its whole response goes back encrypted.
  * With ASL_MODE off there are no such endpoints.
  */
 export function aslRoutes(ctx: AppContext, o: { state: SharedState; app: () => (req: http.IncomingMessage, res: http.ServerResponse) => void }): Router {

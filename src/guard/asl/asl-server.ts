@@ -67,10 +67,11 @@ export interface OpenedRequest {
 }
 
 /**
- * The ASL server (CONTRACT 12, gematik libasl's wire format): M1 → M2 with a new connection id,
- * M3 → M4, then data frames, as functions over bytes with no HTTP in them. Handshakes and
- * sessions are kept in the store, sealed, so any replica continues them; each request counter is
- * accepted once per session across replicas; response frames are numbered by the store.
+ * The ASL server (gematik libasl's wire format, docs/requirements.md#additional-security-layer-asl):
+ * M1 → M2 with a new connection id, M3 → M4, then data frames, as functions over bytes with no
+ * HTTP in them. Handshakes and sessions are kept in the store, sealed, so any replica continues
+ * them; each request counter is accepted once per session across replicas; response frames are
+ * numbered by the store.
  */
 export class AslServer {
   private readonly kek: KeyEncryption;

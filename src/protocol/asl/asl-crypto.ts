@@ -2,10 +2,10 @@ import crypto from 'node:crypto';
 import { ml_kem768 } from '@noble/post-quantum/ml-kem.js';
 
 /**
- * The ASL primitives (gemSpec_Krypt §8 as gematik's libasl implements them, next-wave.md 7):
- * ECDH-KEM on P-256 (ciphertext = the ephemeral public point, shared secret = its x coordinate)
- * beside ML-KEM-768, HKDF-SHA256 with 32 zero bytes of salt and no info, AES-256-GCM blobs
- * `IV ‖ ciphertext ‖ tag` without AAD in the handshake.
+ * The ASL primitives (gemSpec_Krypt §8 as gematik's libasl implements them, zeta-guard-ngx-pep
+ * libasl/src/util.rs): ECDH-KEM on P-256 (ciphertext = the ephemeral public point, shared secret
+ * = its x coordinate) beside ML-KEM-768, HKDF-SHA256 with 32 zero bytes of salt and no info,
+ * AES-256-GCM blobs `IV ‖ ciphertext ‖ tag` without AAD in the handshake.
  */
 
 /** An uncompressed P-256 point as ASL carries it: `{crv: "P-256", x, y}` with 32-byte coordinates. */

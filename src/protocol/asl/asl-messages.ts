@@ -13,7 +13,7 @@ export function encodeCbor(value: unknown): Buffer {
   return Buffer.from(encoder.encode(value));
 }
 
-/** ASL's error codes and the HTTP status each travels with (libasl model.rs, CONTRACT 12). */
+/** ASL's error codes and the HTTP status each travels with (zeta-guard-ngx-pep libasl/src/model.rs). */
 export const ASL_ERRORS = {
   decoding: { code: 1, status: 400 },
   missingParameters: { code: 2, status: 400 },
