@@ -3,6 +3,7 @@ import { RESOURCE_TYPES } from '../store';
 import { searchParams } from '../store';
 import { knownProfiles } from '../model';
 import type { FhirEnv } from './request';
+import { resourceTypesOf } from './operations/registry';
 import { addSubscriptionCapabilities } from '../subscriptions';
 
 const ISIK_CS = 'https://gematik.de/fhir/isik/CapabilityStatement';
@@ -47,7 +48,7 @@ export function capabilityStatement(env: FhirEnv): CapabilityStatement {
       .filter((d) => ['token', 'reference', 'date', 'string', 'uri', 'composite'].includes(d.type))
       .map((d) => ({ name: d.code, type: d.type as 'token', definition: d.url }));
     const interactions = ['read', 'vread', 'history-instance', 'search-type', 'create', 'update', 'delete'];
-    if (all.some((o) => o.definition.code === 'patch' && o.resourceTypes.includes(type))) interactions.push('patch');
+    if (all.some((o) => o.definition.code === 'patch' && resourceTypesOf(o).includes(type))) interactions.push('patch');
     return {
       type,
       profile: TYPE_PROFILES[type],
@@ -66,7 +67,7 @@ export function capabilityStatement(env: FhirEnv): CapabilityStatement {
         ...params,
       ],
       operation: operations
-        .filter((o) => o.resourceTypes.includes(type))
+        .filter((o) => resourceTypesOf(o).includes(type))
         .map((o) => ({ name: o.definition.code, definition: o.definition.url! })),
     } as CapabilityStatementRestResource;
   });
@@ -93,7 +94,7 @@ export function capabilityStatement(env: FhirEnv): CapabilityStatement {
         },
         resource,
         interaction: [{ code: 'transaction' }, { code: 'batch' }],
-        operation: operations.filter((o) => o.resourceTypes.length === 0).map((o) => ({ name: o.definition.code, definition: o.definition.url! })),
+        operation: operations.filter((o) => resourceTypesOf(o).length === 0).map((o) => ({ name: o.definition.code, definition: o.definition.url! })),
       },
     ],
   };

@@ -8,6 +8,7 @@ import { badRequest, notFound, notSupported, OperationOutcomeError, outcome, iss
 import { preferHeader, scopeOf, writerRepo, type FhirEnv, type FhirRequest, type FhirResponse } from './request';
 import { fullUrl, searchType, subset } from './search';
 import { processBundle } from './transaction';
+import { allowsGet } from './operations/registry';
 import { validateResource } from '../model';
 import type { Route } from '../protocol/fhir-reach';
 
@@ -105,7 +106,7 @@ export async function handle(req: FhirRequest, env: FhirEnv, r: Route = route(re
     case 'operation': {
       const op = env.operations.find(r.operation!, r.type);
       if (!op) throw unknownOperation(r);
-      if (req.method !== 'POST' && !(req.method === 'GET' && op.allowGet)) throw methodNotAllowed(req.method, `$${r.operation}`);
+      if (req.method !== 'POST' && !(req.method === 'GET' && allowsGet(op))) throw methodNotAllowed(req.method, `$${r.operation}`);
       return op.handler(req, env, { type: r.type, id: r.id });
     }
   }

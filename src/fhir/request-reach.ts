@@ -7,10 +7,12 @@ import { route } from './interactions';
 import type { FhirEnv, FhirRequest } from './request';
 import { parseSearch } from './search-request';
 import { FHIR_REQUEST_JOB } from './operations/async';
+import type { OperationRegistry } from './operations/registry';
 
 /**
  * The FHIR layer's answer to the enforcement point (protocol/fhir-reach.ts): its own router and
- * parsers, so the guard judges a request as it will run; polling ids resolve through the job queue.
+ * parsers, so the guard judges a request as it will run; an operation's route carries the scopes
+ * the operation declares; polling ids resolve through the job queue.
  */
 export function fhirReachPort(env: FhirEnv): FhirReachPort {
   return {
@@ -24,10 +26,10 @@ export function fhirReachPort(env: FhirEnv): FhirReachPort {
         return undefined;
       }
     },
-    reach: reachOf,
+    reach: (req, r, runner) => reachOf(req, r, env.operations, runner),
     polledReach: async (id) => {
       const job = await env.jobs.find(id);
-      return job ? reachOfJob(job.kind, job.payload) : undefined;
+      return job ? reachOfJob(job.kind, job.payload, env.operations) : undefined;
     },
     parseBody: parsedBody,
   };
@@ -38,19 +40,22 @@ export function fhirReachPort(env: FhirEnv): FhirReachPort {
  * request reaches, query and body included. Other kinds name no request: they reach nothing more.
  * A polled request is never itself a poll: its async-status routes are left out.
  */
-function reachOfJob(kind: string, payload: unknown): Reach | undefined {
+function reachOfJob(kind: string, payload: unknown, operations: OperationRegistry): Reach | undefined {
   const p = payload as Partial<FhirRequest> | null;
   if (kind !== FHIR_REQUEST_JOB || !p || typeof p.method !== 'string' || !Array.isArray(p.path)) return undefined;
   const query = Array.isArray(p.query) ? (p.query as [string, string][]) : [];
-  const reach = reachOfStored({ method: p.method, path: p.path as string[], query, body: p.body });
+  const reach = reachOfStored({ method: p.method, path: p.path as string[], query, body: p.body }, operations);
   return reach && { ...reach, routes: reach.routes.filter((r) => r.interaction !== 'async-status') };
 }
 
 
-/** The reach of a request already routed to `r` (an unroutable request runs nothing: the FHIR layer answers 404/405/400). */
-export function reachOf(req: ReachRequest, r: Route, runner: Runner = 'embedded'): Reach {
+/**
+ * The reach of a request already routed to `r` (an unroutable request runs nothing: the FHIR
+ * layer answers 404/405/400), its operations' scopes from `operations`.
+ */
+export function reachOf(req: ReachRequest, r: Route, operations: OperationRegistry, runner: Runner = 'embedded'): Reach {
   const reach: Reach = { routes: [], searched: new Set(), included: new Set(), unfollowed: [] };
-  follow(reach, req, r, false, runner);
+  follow(reach, req, r, false, { runner, operations });
   return reach;
 }
 
@@ -60,16 +65,22 @@ function unparsable(reach: Reach, runner: Runner, what: string): void {
 }
 
 /** The reach of a stored request (an async job's payload); one that does not route reaches nothing it could run. */
-function reachOfStored(req: ReachRequest): Reach | undefined {
+function reachOfStored(req: ReachRequest, operations: OperationRegistry): Reach | undefined {
   try {
-    return reachOf(req, route({ ...req, headers: {} }));
+    return reachOf(req, route({ ...req, headers: {} }), operations);
   } catch {
     return undefined;
   }
 }
 
-function follow(reach: Reach, req: ReachRequest, r: Route, inBundle: boolean, runner: Runner): void {
-  reach.routes.push(r);
+interface Following {
+  runner: Runner;
+  operations: OperationRegistry;
+}
+
+function follow(reach: Reach, req: ReachRequest, r: Route, inBundle: boolean, f: Following): void {
+  const { runner } = f;
+  reach.routes.push(r.interaction === 'operation' ? withDeclaredScopes(r, f.operations) : r);
   if (r.interaction === 'search-type') searchReach(reach, r.type!, req.query, runner);
   if (r.interaction !== 'transaction' && r.interaction !== 'batch') return;
   // The FHIR layer refuses a Bundle inside a Bundle (fhir/transaction.ts); should it ever run one, it needs everything.
@@ -85,8 +96,17 @@ function follow(reach: Reach, req: ReachRequest, r: Route, inBundle: boolean, ru
       entryRoute = undefined;
     }
     if (!entryReq || !entryRoute) return void reach.unfollowed.push(`Bundle.entry[${i}] cannot be routed`);
-    follow(reach, entryReq, entryRoute, true, runner);
+    follow(reach, entryReq, entryRoute, true, f);
   });
+}
+
+/**
+ * An operation's route with the scopes its module declares (fhir/operations/); one this server
+ * does not have, or plumbing with a route of its own, declares none and so needs everything.
+ */
+function withDeclaredScopes(r: Route, operations: OperationRegistry): Route {
+  const op = operations.find(r.operation!, r.type);
+  return op && !op.internal ? { ...r, scopes: op.scopes({ type: r.type, id: r.id }) } : r;
 }
 
 /** An entry as fhir/transaction.ts builds it: path and query from `request.url`, body the entry's resource. */

@@ -9,7 +9,7 @@ import { FHIR_JSON, FHIR_XML, FhirFormatError, formPairs, MalformedUrl, negotiat
 import { handle, route, unknownOperation } from './interactions';
 import { issue, notSupported, OperationOutcomeError, outcome } from '../shared/outcomes';
 import type { FhirEnv, FhirRequest, RequestIdentity } from './request';
-import { fhirOperations, fhirRequestJob, FHIR_REQUEST_JOB } from './operations';
+import { fhirOperations, fhirRequestJob, FHIR_REQUEST_JOB, type Operation } from './operations';
 import { fhirBaseUrl } from '../config';
 import { encodedOnce } from './shared-answers';
 import { jsonText } from './stored-json';
@@ -17,11 +17,13 @@ import { jsonText } from './stored-json';
 
 /**
  * The FHIR layer of one application: its repository runs `interceptors` on every write; its
- * asynchronous requests run on `jobs` (the FHIR request job kind is defined there).
+ * asynchronous requests run on `jobs` (the FHIR request job kind is defined there); it serves the
+ * built-in operations and `operations` beside them.
  */
-export function fhirEnv(ctx: AppContext, parts: { interceptors: readonly WriteInterceptor[]; jobs: Jobs }): FhirEnv {
+export function fhirEnv(ctx: AppContext, parts: { interceptors: readonly WriteInterceptor[]; jobs: Jobs; operations?: readonly Operation[] }): FhirEnv {
   const baseUrl = fhirBaseUrl(ctx.config);
-  const env: FhirEnv = { ctx, baseUrl, origin: 'rest', repo: new Repository(ctx.db, baseUrl, ctx.now, parts.interceptors, ctx.config.searchCacheEntries > 0 ? new SearchWindowCache(ctx.config.searchCacheEntries) : undefined), operations: fhirOperations(), jobs: parts.jobs };
+  const repo = new Repository(ctx.db, baseUrl, ctx.now, parts.interceptors, ctx.config.searchCacheEntries > 0 ? new SearchWindowCache(ctx.config.searchCacheEntries) : undefined);
+  const env: FhirEnv = { ctx, baseUrl, origin: 'rest', repo, operations: fhirOperations(parts.operations), jobs: parts.jobs };
   parts.jobs.define(FHIR_REQUEST_JOB, fhirRequestJob(env));
   return env;
 }

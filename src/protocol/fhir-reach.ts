@@ -4,6 +4,8 @@
  * implements `FhirReachPort` with its own router and parsers (fhir/request-reach.ts), so the
  * guard judges a request exactly as the FHIR layer will run it.
  */
+import type { ScopeNeed } from './smart-scopes';
+
 export type Interaction =
   | 'read'
   | 'vread'
@@ -25,6 +27,11 @@ export interface Route {
   id?: string;
   versionId?: string;
   operation?: string;
+  /**
+   * The scopes an operation needs, as the operation itself declares them (the FHIR layer fills
+   * them in); an operation without them needs every permission.
+   */
+  scopes?: readonly ScopeNeed[];
 }
 
 /** A type the enforcement point cannot name: it stands for every type (`system/*`). */

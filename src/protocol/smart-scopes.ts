@@ -9,6 +9,17 @@ const SMART = /^(system|patient)\/(\*|[A-Z][A-Za-z]+)\.(c?r?u?d?s?)$/;
 /** The context of a scope: what the caller's identity may ask for. */
 export type ScopeContext = 'system' | 'patient';
 
+/** SMART v2 permissions (`system/Appointment.crus`). */
+export type Permission = 'c' | 'r' | 'u' | 'd' | 's';
+
+/**
+ * What one interaction needs, written in the `system/` context (`system/Appointment.c`); the
+ * enforcement point reads it as `patient/` for a patient. Type `*`: every type.
+ */
+export type ScopeNeed = `system/${string}.${Permission}`;
+
+export const scopeNeed = (type: string, permission: Permission): ScopeNeed => `system/${type}.${permission}`;
+
 /**
  * SMART v2: `system/Appointment.rs` is covered by itself or by `system/*.cruds` (permissions a
  * subset, the same context: a `patient/` scope never covers a `system/` need, nor the reverse).

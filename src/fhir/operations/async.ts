@@ -4,7 +4,7 @@ import { handle } from '../interactions';
 import { conflict, issue, notFound, OperationOutcomeError, outcome } from '../../shared/outcomes';
 import { canSee } from '../../shared/owner';
 import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
-import type { Operation } from './registry';
+import { definitionOf, type Operation } from './registry';
 
 /**
  * FHIR asynchronous request pattern (ISiK Terminplanung 6.0.0, asynchronous $book): the kick-off
@@ -36,9 +36,7 @@ const POLLING_HEADERS = new Set(['retry-after', 'x-progress']);
 export const FHIR_REQUEST_JOB = 'fhir-request';
 
 export const asyncStatusOperation: Operation = {
-  definition: ASYNC_STATUS_DEFINITION as unknown as OperationDefinition & { code: string },
-  resourceTypes: [],
-  allowGet: true,
+  definition: definitionOf(ASYNC_STATUS_DEFINITION),
   internal: true,
   handler: (req, env, target) => poll(req, env, target.id as string),
 };

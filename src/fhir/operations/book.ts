@@ -5,8 +5,9 @@ import { SqlState, sqlState } from '../../store';
 import { badRequest, conflict } from '../../shared/outcomes';
 import { preferHeader, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { written } from '../interactions';
+import { scopeNeed } from '../../protocol/smart-scopes';
 import { startAsync } from './async';
-import type { Operation } from './registry';
+import { definitionOf, type Operation } from './registry';
 
 /** ISiK Terminplanung 6.0.0 `$book`, the definition the CapabilityStatement cites. */
 const BOOK_DEFINITION = {
@@ -41,8 +42,9 @@ const RETRIED = new Set<string>([SqlState.serializationFailure, SqlState.deadloc
 const ATTEMPTS = 3;
 
 export const bookOperation: Operation = {
-  definition: BOOK_DEFINITION as unknown as OperationDefinition & { code: string },
-  resourceTypes: ['Appointment'],
+  definition: definitionOf(BOOK_DEFINITION),
+  // $book creates an Appointment; a re-booking cancels one of the caller's own, which the booking checks.
+  scopes: () => [scopeNeed('Appointment', 'c')],
   handler: bookHandler,
 };
 

@@ -31,8 +31,7 @@ const PATCH_DEFINITION = {
 } satisfies OperationDefinition;
 
 export const patchOperation: Operation = {
-  definition: PATCH_DEFINITION as OperationDefinition & { code: string },
-  resourceTypes: [...RESOURCE_TYPES],
+  definition: PATCH_DEFINITION,
   internal: true,
   handler: (req, env, target) => patch(req, env, target.type as string, target.id as string),
 };

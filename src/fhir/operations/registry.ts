@@ -1,27 +1,72 @@
 import type { OperationDefinition } from '@medplum/fhirtypes';
+import type { ScopeNeed } from '../../protocol/smart-scopes';
 import type { FhirEnv, FhirRequest, FhirResponse } from '../request';
 
-/** A FHIR operation: its definition (drives the CapabilityStatement) and its handler. */
-export interface Operation {
+/** Where an operation is invoked: its type (`Appointment/$book`) and instance (`Subscription/s1/$events`), if any. */
+export interface OperationTarget {
+  type?: string;
+  id?: string;
+}
+
+/**
+ * A FHIR operation, whole in one module: its definition (routing by `code` and `resource`, GET
+ * when it does not affect state, its Parameters, the CapabilityStatement), the scopes a call
+ * needs (the enforcement point reads them with the route, protocol/fhir-reach.ts) and its handler.
+ */
+export type Operation = {
   definition: OperationDefinition & { code: string };
-  /** Resource types it is invoked on (`Appointment/$book`); empty for system level. */
-  resourceTypes: string[];
-  /** Answers GET too (operations without side effects). */
-  allowGet?: boolean;
-  /** Plumbing reached through a route of its own (patch, async polling): not listed as an operation. */
-  internal?: boolean;
-  handler(req: FhirRequest, env: FhirEnv, target: { type?: string; id?: string }): Promise<FhirResponse>;
+  handler(req: FhirRequest, env: FhirEnv, target: OperationTarget): Promise<FhirResponse>;
+} & (
+  | {
+      internal?: false;
+      /** SMART v2 scopes of one call at `target`. */
+      scopes(target: OperationTarget): ScopeNeed[];
+    }
+  | {
+      /** Plumbing reached through a route of its own (PATCH, async polling): not listed as an operation, needs the scopes of its route. */
+      internal: true;
+    }
+);
+
+/** The types an operation is invoked on (`Appointment` for `$book`); none at system level. */
+export function resourceTypesOf(op: Operation): readonly string[] {
+  return op.definition.resource ?? [];
+}
+
+/**
+ * FHIR R4 operations.html: an operation that does not affect state may also be invoked with GET,
+ * its parameters in the URL.
+ */
+export function allowsGet(op: Operation): boolean {
+  return op.definition.affectsState === false;
+}
+
+/**
+ * A definition written as a typed constant (`as const satisfies OperationDefinition`), copied
+ * into a plain OperationDefinition (its arrays no longer read-only) for an `Operation`.
+ */
+export function definitionOf(constant: { readonly code: string }): OperationDefinition & { code: string } {
+  return structuredClone(constant) as unknown as OperationDefinition & { code: string };
 }
 
 /** The operations one application serves (composed once, fhir/operations/index.ts). */
 export class OperationRegistry {
-  constructor(private readonly operations: readonly Operation[]) {}
+  constructor(private readonly operations: readonly Operation[]) {
+    for (const [i, op] of operations.entries()) {
+      const twin = operations.slice(0, i).find((o) => o.definition.code === op.definition.code && overlaps(resourceTypesOf(o), resourceTypesOf(op)));
+      if (twin) throw new Error(`two operations $${op.definition.code} on ${resourceTypesOf(op).join(', ') || 'the system'}: ${twin.definition.url} and ${op.definition.url}`);
+    }
+  }
 
   find(code: string, type?: string): Operation | undefined {
-    return this.operations.find((o) => o.definition.code === code && (type ? o.resourceTypes.includes(type) : o.resourceTypes.length === 0 || o.definition.system));
+    return this.operations.find((o) => o.definition.code === code && (type ? resourceTypesOf(o).includes(type) : resourceTypesOf(o).length === 0 || o.definition.system));
   }
 
   list(): readonly Operation[] {
     return this.operations;
   }
+}
+
+function overlaps(a: readonly string[], b: readonly string[]): boolean {
+  return (a.length === 0 && b.length === 0) || a.some((t) => b.includes(t));
 }

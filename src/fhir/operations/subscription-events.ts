@@ -1,5 +1,6 @@
 import type { OperationDefinition, Subscription } from '@medplum/fhirtypes';
-import type { Operation } from './registry';
+import { scopeNeed } from '../../protocol/smart-scopes';
+import { definitionOf, type Operation } from './registry';
 import { badRequest } from '../../shared/outcomes';
 import { BACKPORT, readChannel, eventsBetween, notificationBundle } from '../../subscriptions';
 import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
@@ -34,9 +35,9 @@ const MAX_EVENTS = 500;
  * notification Bundle of `type` `query-event`, id-only whatever `content` asks.
  */
 export const eventsOperation: Operation = {
-  definition: { ...definition, resource: [...definition.resource], parameter: definition.parameter.map((p) => ({ ...p })) },
-  resourceTypes: ['Subscription'],
-  allowGet: true,
+  definition: definitionOf(definition),
+  // The caller's own Subscription (instance level) or those it may search (type level).
+  scopes: (target) => [scopeNeed('Subscription', target.id ? 'r' : 's')],
   handler: (req, env, target) => events(req, env, target.id),
 };
 

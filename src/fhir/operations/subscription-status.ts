@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type { Bundle, OperationDefinition } from '@medplum/fhirtypes';
-import type { Operation } from './registry';
+import { scopeNeed } from '../../protocol/smart-scopes';
+import { definitionOf, type Operation } from './registry';
 import { badRequest } from '../../shared/outcomes';
 import { BACKPORT, readChannels, statusParameters } from '../../subscriptions';
 import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
@@ -36,9 +37,9 @@ const MAX_STATUS = 1000;
  * Answers a `searchset` Bundle of status Parameters (`type` = `query-status`).
  */
 export const statusOperation: Operation = {
-  definition: { ...definition, resource: [...definition.resource], parameter: definition.parameter.map((p) => ({ ...p })) },
-  resourceTypes: ['Subscription'],
-  allowGet: true,
+  definition: definitionOf(definition),
+  // The caller's own Subscription (instance level) or those it may search (type level).
+  scopes: (target) => [scopeNeed('Subscription', target.id ? 'r' : 's')],
   handler: (req, env, target) => status(req, env, target.id),
 };
 

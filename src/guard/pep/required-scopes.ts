@@ -1,26 +1,7 @@
 import { ANY_TYPE, type Reach, type Route } from '../../protocol/fhir-reach';
-import { scopeCovered, type ScopeContext } from '../../protocol/smart-scopes';
+import { scopeCovered, scopeNeed as need, type Permission, type ScopeContext, type ScopeNeed } from '../../protocol/smart-scopes';
 
-/** SMART v2 permissions (`system/Appointment.crus`). */
-export type Permission = 'c' | 'r' | 'u' | 'd' | 's';
-
-/** `system/<type>.<permission>`; type `*` only for system-level operations nobody but owners may call. */
-export type ScopeNeed = `system/${string}.${Permission}`;
-
-const need = (type: string, p: Permission): ScopeNeed => `system/${type}.${p}`;
 const ALL: Permission[] = ['c', 'r', 'u', 'd', 's'];
-
-/**
- * What each operation needs. An operation missing here needs every permission on its type (or
- * `system/*` at system level): new operations are closed until someone decides their scope.
- */
-const OPERATIONS: Record<string, (r: Route) => ScopeNeed[]> = {
-  // ISiK Terminplanung: $book creates an Appointment (a re-booking cancels one of the caller's own, checked by the booking).
-  book: () => [need('Appointment', 'c')],
-  // Subscriptions backport: $status / $events read the caller's own Subscription(s).
-  status: (r) => [need('Subscription', r.id ? 'r' : 's')],
-  events: (r) => [need('Subscription', r.id ? 'r' : 's')],
-};
 
 /**
  * Issue 6 point 2: the scopes a request needs, from its reach (request-reach.ts): every
@@ -70,9 +51,13 @@ function scopesFor(r: Route): ScopeNeed[] {
   }
 }
 
+/**
+ * An operation needs what it declares itself (its module in the FHIR layer, handed over with the
+ * route); one that declares nothing needs every permission on its type (or `system/*` at system
+ * level): it stays closed until someone decides its scope.
+ */
 function operationScopes(r: Route): ScopeNeed[] {
-  const known = OPERATIONS[r.operation ?? ''];
-  if (known) return known(r);
+  if (r.scopes) return [...r.scopes];
   return ALL.map((p) => need(r.type ?? ANY_TYPE, p));
 }
 

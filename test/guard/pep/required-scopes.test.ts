@@ -3,6 +3,9 @@ import { requiresPopp, reachRequiresPopp } from '../../../src/guard/pep/popp/pop
 import { reachOf } from '../../../src/fhir/request-reach';
 import type { Runner, ReachRequest } from '../../../src/protocol/fhir-reach';
 import { requiredScopes } from '../../../src/guard/pep/required-scopes';
+import { fhirOperations } from '../../../src/fhir/operations';
+
+const OPERATIONS = fhirOperations();
 
 const EVERYTHING = 'system/*.c system/*.r system/*.u system/*.d system/*.s';
 const ACTORS = ['Practitioner', 'Patient', 'HealthcareService', 'PractitionerRole', 'RelatedPerson', 'Location'];
@@ -24,7 +27,7 @@ function nestedBatches(depth: number, innermost: unknown): unknown {
   return b;
 }
 
-const needsOf = (req: ReachRequest, runner: Runner = 'embedded') => requiredScopes(reachOf(req, route({ ...req, headers: {} }), runner)).join(' ');
+const needsOf = (req: ReachRequest, runner: Runner = 'embedded') => requiredScopes(reachOf(req, route({ ...req, headers: {} }), OPERATIONS, runner)).join(' ');
 
 /** Issue 6 point 2, review holes 1 and 2: what reaches other types through the query or a Bundle needs their scopes too. */
 describe('required scopes of a request', () => {
@@ -53,6 +56,9 @@ describe('required scopes of a request', () => {
     ['a transaction nested in a batch: everything', post(bundle('batch', entry('POST', '/', bundle('transaction', entry('DELETE', 'Schedule/s1'))))), EVERYTHING],
     ['an entry that does not route: everything', post(bundle('batch', entry('GET', 'Slot/s1'), entry('GET', 'Nonsense/x'))), `system/Slot.r ${EVERYTHING}`],
     ['an entry without request.url: everything', post(bundle('batch', { request: { method: 'GET' } })), EVERYTHING],
+    ['a $book entry of a batch: what $book declares', post(bundle('batch', entry('POST', 'Appointment/$book', { resourceType: 'Appointment' }))), 'system/Appointment.c'],
+    ['an instance $events entry: what $events declares', post(bundle('batch', entry('GET', 'Subscription/s1/$events'))), 'system/Subscription.r'],
+    ['an operation this server does not have, in a batch: every permission on its type', post(bundle('batch', entry('POST', 'Slot/$lock'))), 'system/Slot.c system/Slot.r system/Slot.u system/Slot.d system/Slot.s'],
   ];
 
   test.each(table)('%s', (_name, req, needs) => {
@@ -76,7 +82,7 @@ describe('required scopes of a request', () => {
 /** Review hole 3: PoPP is required wherever the request reaches a listed route. */
 describe('PoPP over the reach of a request', () => {
   const routes = ['Patient', 'Appointment/$book'];
-  const popp = (req: ReachRequest) => reachRequiresPopp(routes, reachOf(req, route({ ...req, headers: {} })));
+  const popp = (req: ReachRequest) => reachRequiresPopp(routes, reachOf(req, route({ ...req, headers: {} }), OPERATIONS));
 
   const table: [string, boolean, ReachRequest][] = [
     ['a Slot search', false, get('/Slot?status=free')],
@@ -99,7 +105,7 @@ describe('PoPP over the reach of a request', () => {
 
   test('no POPP_REQUIRED_ROUTES: nothing needs one, not even what cannot be followed', () => {
     const req = post(nestedBatches(2, bundle('batch', entry('GET', 'Patient/x'))));
-    expect(reachRequiresPopp([], reachOf(req, route({ ...req, headers: {} })))).toBe(false);
+    expect(reachRequiresPopp([], reachOf(req, route({ ...req, headers: {} }), OPERATIONS))).toBe(false);
     expect(requiresPopp(routes, { interaction: 'read', type: 'Slot', id: 's1' })).toBe(false);
   });
 });
