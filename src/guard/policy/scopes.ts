@@ -24,3 +24,8 @@ export function patientScopes(data: PolicyData): string[] {
 export function allowedScopes(data: PolicyData, repositoryOwner: boolean): string[] {
   return repositoryOwner ? [...data.scopes.requestor, ...data.scopes.owner] : [...data.scopes.requestor];
 }
+
+/** Scopes a workload token exchange may grant: `scopes.workload`, else the requestor scopes. */
+export function workloadScopes(data: PolicyData): string[] {
+  return [...(data.scopes.workload ?? data.scopes.requestor)];
+}

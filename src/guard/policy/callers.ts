@@ -1,0 +1,37 @@
+import { isWorkloadInput, type PolicyInput, type WorkloadPolicyInput } from './types';
+
+/**
+ * Who asks for a token: an institution's card (gematik policy-engine-input v1.1), a patient logged
+ * in at an IdP (`user_info.patient`: a KVNR, no profession) or a service's workload token
+ * (`workload` instead of a client and a user). A rule names the callers it applies to.
+ */
+export type Caller = 'institution' | 'patient' | 'workload';
+
+export const CALLERS: readonly Caller[] = ['institution', 'patient', 'workload'];
+
+export function callerOf(input: PolicyInput | WorkloadPolicyInput): Caller {
+  if (isWorkloadInput(input)) return 'workload';
+  return input.user_info.patient === true ? 'patient' : 'institution';
+}
+
+/** `callerOf` in Rego: one rule per caller, exactly one of them true for an input. */
+export const CALLER_REGO = [
+  'is_workload if input.workload',
+  '',
+  'is_patient if {',
+  '\tnot is_workload',
+  '\tinput.user_info.patient == true',
+  '}',
+  '',
+  'is_institution if {',
+  '\tnot is_workload',
+  '\tnot is_patient',
+  '}',
+];
+
+/** The Rego conditions that limit a rule to `callers`: none for all of them. */
+export function callerConditions(callers: readonly Caller[]): string[] {
+  const excluded = CALLERS.filter((c) => !callers.includes(c));
+  if (excluded.length === 0) return [];
+  return callers.length === 1 ? [`is_${callers[0]}`] : excluded.map((c) => `not is_${c}`);
+}
