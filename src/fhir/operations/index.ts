@@ -7,6 +7,7 @@ import { eventsOperation } from './subscription-events';
 
 export { fhirRequestJob, FHIR_REQUEST_JOB } from './async';
 export { allowsGet, definitionOf, OperationRegistry, resourceTypesOf, type Operation, type OperationTarget } from './registry';
+export { parseInputParameters, type InputParameters } from './parameters';
 
 /**
  * The operations this server offers: ISiK `$book`, PATCH, async polling, the backport's `$status`

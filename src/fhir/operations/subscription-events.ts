@@ -1,5 +1,6 @@
 import type { OperationDefinition, Subscription } from '@medplum/fhirtypes';
 import { scopeNeed } from '../../protocol/smart-scopes';
+import { parseInputParameters } from './parameters';
 import { definitionOf, type Operation } from './registry';
 import { badRequest } from '../../shared/outcomes';
 import { BACKPORT, readChannel, eventsBetween, notificationBundle } from '../../subscriptions';
@@ -43,11 +44,12 @@ export const eventsOperation: Operation = {
 
 async function events(req: FhirRequest, env: FhirEnv, id: string | undefined): Promise<FhirResponse> {
   if (!id) throw badRequest('$events is invoked on one Subscription: Subscription/[id]/$events', 'Subscription');
+  const input = parseInputParameters(definition, req);
   const sub = await env.repo.read<Subscription>('Subscription', id, scopeOf(req.identity));
   const channel = await readChannel(env.repo.db, id);
   const total = channel?.eventsSinceStart ?? 0;
-  const since = eventNumber(req, 'eventsSinceNumber') ?? 1;
-  const until = Math.min(eventNumber(req, 'eventsUntilNumber') ?? total, total);
+  const since = eventNumber('eventsSinceNumber', input.eventsSinceNumber) ?? 1;
+  const until = Math.min(eventNumber('eventsUntilNumber', input.eventsUntilNumber) ?? total, total);
   const found = since <= until ? await eventsBetween(env.repo.db, id, since, until, MAX_EVENTS) : [];
   const bundle = notificationBundle(
     { baseUrl: env.baseUrl, subscriptionId: id, topic: sub.criteria, status: sub.status, type: 'query-event', eventsSinceStart: total, events: found, errorCode: channel?.errorCode },
@@ -56,10 +58,7 @@ async function events(req: FhirRequest, env: FhirEnv, id: string | undefined): P
   return { status: 200, body: bundle };
 }
 
-function eventNumber(req: FhirRequest, name: string): number | undefined {
-  const body = req.body as { resourceType?: string; parameter?: { name: string; valueString?: string; valueInteger?: number }[] } | undefined;
-  const fromBody = body?.resourceType === 'Parameters' ? body.parameter?.find((p) => p.name === name) : undefined;
-  const raw = req.query.find(([n]) => n === name)?.[1] ?? fromBody?.valueString ?? (fromBody?.valueInteger !== undefined ? String(fromBody.valueInteger) : undefined);
+function eventNumber(name: string, raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
   if (!/^\d{1,15}$/.test(raw.trim())) throw badRequest(`${name} must be a non-negative event number, got "${raw.slice(0, 20)}"`, name);
   return Number(raw.trim());

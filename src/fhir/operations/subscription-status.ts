@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type { Bundle, OperationDefinition } from '@medplum/fhirtypes';
 import { scopeNeed } from '../../protocol/smart-scopes';
+import { parseInputParameters, type InputParameters } from './parameters';
 import { definitionOf, type Operation } from './registry';
 import { badRequest } from '../../shared/outcomes';
 import { BACKPORT, readChannels, statusParameters } from '../../subscriptions';
@@ -44,7 +45,8 @@ export const statusOperation: Operation = {
 };
 
 async function status(req: FhirRequest, env: FhirEnv, id: string | undefined): Promise<FhirResponse> {
-  const subs = id ? [await env.repo.read<Subscription>('Subscription', id, scopeOf(req.identity))] : await visibleSubscriptions(req, env.repo);
+  const input = parseInputParameters(definition, req);
+  const subs = id ? [await env.repo.read<Subscription>('Subscription', id, scopeOf(req.identity))] : await visibleSubscriptions(req, env.repo, input);
   const channels = new Map((await readChannels(env.repo.db, subs.map((s) => s.id as string))).map((c) => [c.id, c]));
   const entry = subs.map((s) => {
     const c = channels.get(s.id as string);
@@ -67,9 +69,9 @@ async function status(req: FhirRequest, env: FhirEnv, id: string | undefined): P
   return { status: 200, body: bundle };
 }
 
-async function visibleSubscriptions(req: FhirRequest, repo: Repository): Promise<Subscription[]> {
-  const ids = values(req, 'id');
-  const statuses = values(req, 'status');
+async function visibleSubscriptions(req: FhirRequest, repo: Repository, input: InputParameters<typeof definition>): Promise<Subscription[]> {
+  const ids = values(input.id);
+  const statuses = values(input.status);
   for (const s of statuses) if (!['requested', 'active', 'error', 'off'].includes(s)) throw badRequest(`status "${s}" is not a Subscription status`, 'status');
   const filters = [];
   if (ids.length) filters.push({ chain: [], param: '_id', values: ids });
@@ -81,10 +83,7 @@ async function visibleSubscriptions(req: FhirRequest, repo: Repository): Promise
   return found.resources as Subscription[];
 }
 
-/** A parameter from the query or a Parameters body, repeated and comma-joined values alike. */
-function values(req: FhirRequest, name: string): string[] {
-  const fromQuery = req.query.filter(([n]) => n === name).map(([, v]) => v);
-  const body = req.body as { resourceType?: string; parameter?: { name: string; valueId?: string; valueCode?: string; valueString?: string }[] } | undefined;
-  const fromBody = body?.resourceType === 'Parameters' ? (body.parameter ?? []).filter((p) => p.name === name).map((p) => p.valueId ?? p.valueCode ?? p.valueString ?? '') : [];
-  return [...fromQuery, ...fromBody].flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+/** Values of a repeating parameter, repeated and comma-joined alike. */
+function values(given: readonly string[]): string[] {
+  return given.flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
 }
