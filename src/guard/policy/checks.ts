@@ -74,10 +74,10 @@ const allListed: CheckKind<Extract<Check, { kind: 'all-listed' }>> = {
 
 const product: CheckKind<Extract<Check, { kind: 'product' }>> = {
   denies(_c, data, input) {
-    const client = (input as PolicyInput).client_registration_data;
+    const client = (input as Partial<PolicyInput>).client_registration_data;
     if (data.products.length === 0) return false;
-    const p = data.products.find((x) => x.product_id === client.product_id);
-    return p === undefined || (p.versions !== undefined && p.versions.length > 0 && !p.versions.includes(client.product_version));
+    const p = data.products.find((x) => x.product_id === client?.product_id);
+    return p === undefined || (p.versions !== undefined && p.versions.length > 0 && !p.versions.includes(client?.product_version ?? ''));
   },
   rego: () => [['not product_allowed']],
   helpers: [
@@ -164,7 +164,7 @@ const scopes: CheckKind<Extract<Check, { kind: 'scopes' }>> = {
 const pcrBaseline: CheckKind<Extract<Check, { kind: 'pcr-baseline' }>> = {
   denies(_c, data, input) {
     const baselines = data.tpm?.pcr_baselines ?? [];
-    const tpm = (input as PolicyInput).client_registration_data.attestation_result.tpm as { pcrs?: Record<string, string> } | undefined;
+    const tpm = (input as Partial<PolicyInput>).client_registration_data?.attestation_result.tpm as { pcrs?: Record<string, string> } | undefined;
     if (!tpm || baselines.length === 0) return false;
     const pcrs = tpm.pcrs ?? {};
     return !baselines.some((b) => Object.entries(b).every(([index, value]) => pcrs[index] === value.toLowerCase()));
