@@ -20,16 +20,8 @@ institution := {
 		"posture_type": "software",
 		"registration_timestamp": 1767225600,
 		"attestation_timestamp": 1767225600,
-		"device_info": {
-			"os": "Linux",
-			"os_version": "6.1",
-		},
-		"attestation_result": {
-			"software": {
-				"arch": "x64",
-				"binding_verified": true,
-			},
-		},
+		"device_info": {"os": "Linux", "os_version": "6.1"},
+		"attestation_result": {"software": {"arch": "x64", "binding_verified": true}},
 	},
 	"user_info": {
 		"identifier": "1-2-PRAXIS",
@@ -38,14 +30,9 @@ institution := {
 		"repository_owner": false,
 	},
 	"authorization_request": {
-		"scopes": [
-			"system/Slot.rs",
-			"system/Appointment.crus",
-		],
+		"scopes": ["system/Slot.rs", "system/Appointment.crus"],
 		"resource": "http://localhost:8080/fhir",
-		"audience": [
-			"http://localhost:8080/fhir",
-		],
+		"audience": ["http://localhost:8080/fhir"],
 		"grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
 		"ip_address": "127.0.0.1",
 		"http_method": "POST",
@@ -63,16 +50,8 @@ patient := {
 		"posture_type": "software",
 		"registration_timestamp": 1767225600,
 		"attestation_timestamp": 1767225600,
-		"device_info": {
-			"os": "Linux",
-			"os_version": "6.1",
-		},
-		"attestation_result": {
-			"software": {
-				"arch": "x64",
-				"binding_verified": true,
-			},
-		},
+		"device_info": {"os": "Linux", "os_version": "6.1"},
+		"attestation_result": {"software": {"arch": "x64", "binding_verified": true}},
 	},
 	"user_info": {
 		"identifier": "X485231029",
@@ -82,14 +61,9 @@ patient := {
 		"patient": true,
 	},
 	"authorization_request": {
-		"scopes": [
-			"patient/Appointment.crus",
-			"patient/Slot.rs",
-		],
+		"scopes": ["patient/Appointment.crus", "patient/Slot.rs"],
 		"resource": "http://localhost:8080/fhir",
-		"audience": [
-			"http://localhost:8080/fhir",
-		],
+		"audience": ["http://localhost:8080/fhir"],
 		"grant_type": "authorization_code",
 		"ip_address": "127.0.0.1",
 		"http_method": "POST",
@@ -102,18 +76,12 @@ workload := {
 	"workload": {
 		"iss": "https://idp.example.org",
 		"sub": "svc-reminders",
-		"aud": [
-			"http://localhost:8080/fhir",
-		],
+		"aud": ["http://localhost:8080/fhir"],
 	},
 	"authorization_request": {
-		"scopes": [
-			"system/Slot.rs",
-		],
+		"scopes": ["system/Slot.rs"],
 		"resource": "http://localhost:8080/fhir",
-		"audience": [
-			"http://localhost:8080/fhir",
-		],
+		"audience": ["http://localhost:8080/fhir"],
 		"grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
 		"ip_address": "10.0.0.7",
 		"http_method": "POST",
@@ -122,324 +90,563 @@ workload := {
 
 # a practice asking for requestor scopes is allowed
 test_a_practice_asking_for_requestor_scopes_is_allowed if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as institution
+	case_input := institution
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # profession 1.2.276.0.76.4.50 is allowed
 test_profession_1_2_276_0_76_4_50_is_allowed if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.50"}})
+	case_input := object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.50"}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # profession 1.2.276.0.76.4.51 is allowed
 test_profession_1_2_276_0_76_4_51_is_allowed if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.51"}})
+	case_input := object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.51"}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # profession 1.2.276.0.76.4.52 is allowed
 test_profession_1_2_276_0_76_4_52_is_allowed if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.52"}})
+	case_input := object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.52"}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # profession 1.2.276.0.76.4.53 is allowed
 test_profession_1_2_276_0_76_4_53_is_allowed if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.53"}})
+	case_input := object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.53"}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # profession 1.2.276.0.76.4.54 is allowed
 test_profession_1_2_276_0_76_4_54_is_allowed if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.54"}})
+	case_input := object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.54"}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # profession 1.2.276.0.76.4.55 is allowed
 test_profession_1_2_276_0_76_4_55_is_allowed if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.55"}})
+	case_input := object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.55"}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # a card of another profession is denied
 test_a_card_of_another_profession_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.999"}})
+	case_input := object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.999"}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"User profession is not allowed"}}
 }
 
 # an unknown scope is denied
 test_an_unknown_scope_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"authorization_request": {"scopes": ["invalid_scope_xyz"]}})
+	case_input := object.union(institution, {"authorization_request": {"scopes": ["invalid_scope_xyz"]}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # asking for no scope is denied
 test_asking_for_no_scope_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"authorization_request": {"scopes": []}})
+	case_input := object.union(institution, {"authorization_request": {"scopes": []}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # a requestor may not ask for management scopes
 test_a_requestor_may_not_ask_for_management_scopes if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"authorization_request": {"scopes": ["system/*.cruds"]}})
+	case_input := object.union(institution, {"authorization_request": {"scopes": ["system/*.cruds"]}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # a requestor may not create schedules
 test_a_requestor_may_not_create_schedules if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"authorization_request": {"scopes": ["system/Schedule.c"]}})
+	case_input := object.union(institution, {"authorization_request": {"scopes": ["system/Schedule.c"]}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # a narrower permission is covered
 test_a_narrower_permission_is_covered if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"authorization_request": {"scopes": ["system/Appointment.rs", "system/Subscription.c"]}})
+	case_input := object.union(institution, {
+		"authorization_request": {"scopes": ["system/Appointment.rs", "system/Subscription.c"]},
+	})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # a repository owner gets the management scopes
 test_a_repository_owner_gets_the_management_scopes if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"user_info": {"repository_owner": true}, "authorization_request": {"scopes": ["system/*.cruds", "system/Schedule.cruds", "system/Slot.u"]}})
+	case_input := object.union(institution, {
+		"user_info": {"repository_owner": true},
+		"authorization_request": {"scopes": ["system/*.cruds", "system/Schedule.cruds", "system/Slot.u"]},
+	})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # a practice may not ask for patient scopes
 test_a_practice_may_not_ask_for_patient_scopes if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"authorization_request": {"scopes": ["patient/Appointment.crus"]}})
+	case_input := object.union(institution, {"authorization_request": {"scopes": ["patient/Appointment.crus"]}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # a scope with a lowercase type is not covered
 test_a_scope_with_a_lowercase_type_is_not_covered if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"authorization_request": {"scopes": ["system/appointment.rs"]}})
+	case_input := object.union(institution, {"authorization_request": {"scopes": ["system/appointment.rs"]}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # a scope without permissions is not covered
 test_a_scope_without_permissions_is_not_covered if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"authorization_request": {"scopes": ["system/Slot."]}})
+	case_input := object.union(institution, {"authorization_request": {"scopes": ["system/Slot."]}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # a tpm posture is allowed
 test_a_tpm_posture_is_allowed if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"client_registration_data": {"posture_type": "tpm"}})
+	case_input := object.union(institution, {"client_registration_data": {"posture_type": "tpm"}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # an unknown posture is denied
 test_an_unknown_posture_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"client_registration_data": {"posture_type": "android"}})
+	case_input := object.union(institution, {"client_registration_data": {"posture_type": "android"}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"Client posture type is not allowed"}}
 }
 
 # any product is allowed without a product list
 test_any_product_is_allowed_without_a_product_list if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"client_registration_data": {"product_id": "unknown_product", "product_version": "99.99.99"}})
+	case_input := object.union(institution, {
+		"client_registration_data": {"product_id": "unknown_product", "product_version": "99.99.99"},
+	})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # a listed product and version is allowed
 test_a_listed_product_and_version_is_allowed if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as institution with data.products as [{"product_id": "terminus-client", "versions": ["0.1.0"]}]
+	case_input := institution
+	data_products := [{"product_id": "terminus-client", "versions": ["0.1.0"]}]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.products as data_products
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # another version of a listed product is denied
 test_another_version_of_a_listed_product_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"client_registration_data": {"product_version": "99.99.99"}}) with data.products as [{"product_id": "terminus-client", "versions": ["0.1.0"]}]
+	case_input := object.union(institution, {"client_registration_data": {"product_version": "99.99.99"}})
+	data_products := [{"product_id": "terminus-client", "versions": ["0.1.0"]}]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.products as data_products
 	decision == {"allow": false, "reasons": {"Client product or version is not allowed"}}
 }
 
 # a product off the list is denied
 test_a_product_off_the_list_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"client_registration_data": {"product_id": "unknown_product"}}) with data.products as [{"product_id": "terminus-client", "versions": ["0.1.0"]}]
+	case_input := object.union(institution, {"client_registration_data": {"product_id": "unknown_product"}})
+	data_products := [{"product_id": "terminus-client", "versions": ["0.1.0"]}]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.products as data_products
 	decision == {"allow": false, "reasons": {"Client product or version is not allowed"}}
 }
 
 # a product listed without versions admits any version
 test_a_product_listed_without_versions_admits_any_version if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"client_registration_data": {"product_version": "99.99.99"}}) with data.products as [{"product_id": "terminus-client"}]
+	case_input := object.union(institution, {"client_registration_data": {"product_version": "99.99.99"}})
+	data_products := [{"product_id": "terminus-client"}]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.products as data_products
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # an audience off the audience list is denied
 test_an_audience_off_the_audience_list_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"authorization_request": {"audience": ["https://evil.example.com/api"]}}) with data.audiences as ["http://localhost:8080/fhir"]
+	case_input := object.union(institution, {"authorization_request": {"audience": ["https://evil.example.com/api"]}})
+	data_audiences := ["http://localhost:8080/fhir"]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.audiences as data_audiences
 	decision == {"allow": false, "reasons": {"One or more requested audiences are not allowed"}}
 }
 
 # an audience on the audience list is allowed
 test_an_audience_on_the_audience_list_is_allowed if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as institution with data.audiences as ["http://localhost:8080/fhir"]
+	case_input := institution
+	data_audiences := ["http://localhost:8080/fhir"]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.audiences as data_audiences
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # a blocked Telematik-ID is denied
 test_a_blocked_telematik_id_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as institution with data.blocked_users as ["1-2-PRAXIS"]
+	case_input := institution
+	data_blocked_users := ["1-2-PRAXIS"]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.blocked_users as data_blocked_users
 	decision == {"allow": false, "reasons": {"User is on the blocklist"}}
 }
 
 # a blocked address is denied
 test_a_blocked_address_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as institution with data.blocked_ips as ["127.0.0.1"]
+	case_input := institution
+	data_blocked_ips := ["127.0.0.1"]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.blocked_ips as data_blocked_ips
 	decision == {"allow": false, "reasons": {"Source IP address is blocked"}}
 }
 
 # every failing rule gives its reason
 test_every_failing_rule_gives_its_reason if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"user_info": {"professionOID": "1.2.276.0.76.4.999"}, "client_registration_data": {"posture_type": "android"}, "authorization_request": {"scopes": ["invalid_scope_xyz"]}}) with data.blocked_ips as ["127.0.0.1"]
+	case_input := object.union(institution, {
+		"user_info": {"professionOID": "1.2.276.0.76.4.999"},
+		"client_registration_data": {"posture_type": "android"},
+		"authorization_request": {"scopes": ["invalid_scope_xyz"]},
+	})
+	data_blocked_ips := ["127.0.0.1"]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.blocked_ips as data_blocked_ips
 	decision == {"allow": false, "reasons": {"User profession is not allowed", "Client posture type is not allowed", "One or more requested scopes are not allowed", "Source IP address is blocked"}}
 }
 
 # tpm PCRs pass without baselines
 test_tpm_pcrs_pass_without_baselines if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"client_registration_data": {"posture_type": "tpm", "attestation_result": {"tpm": {"pcrs": {"7": "a000000000000000000000000000000000000000000000000000000000000000", "23": "cc"}, "quote_verified": true}}}})
+	case_input := object.union(institution, {
+		"client_registration_data": {
+			"posture_type": "tpm",
+			"attestation_result": {
+				"tpm": {
+					"pcrs": {
+						"7": "a000000000000000000000000000000000000000000000000000000000000000",
+						"23": "cc",
+					},
+					"quote_verified": true,
+				},
+			},
+		},
+	})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # tpm PCRs matching a baseline pass
 test_tpm_pcrs_matching_a_baseline_pass if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"client_registration_data": {"posture_type": "tpm", "attestation_result": {"tpm": {"pcrs": {"7": "a000000000000000000000000000000000000000000000000000000000000000", "23": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}, "quote_verified": true}}}}) with data.tpm as {"pcr_baselines": [{"7": "A000000000000000000000000000000000000000000000000000000000000000", "23": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}]}
+	case_input := object.union(institution, {
+		"client_registration_data": {
+			"posture_type": "tpm",
+			"attestation_result": {
+				"tpm": {
+					"pcrs": {
+						"7": "a000000000000000000000000000000000000000000000000000000000000000",
+						"23": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+					},
+					"quote_verified": true,
+				},
+			},
+		},
+	})
+	data_tpm := {
+		"pcr_baselines": [
+			{
+				"7": "A000000000000000000000000000000000000000000000000000000000000000",
+				"23": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+			},
+		],
+	}
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.tpm as data_tpm
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # tpm PCRs matching the second baseline pass
 test_tpm_pcrs_matching_the_second_baseline_pass if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"client_registration_data": {"posture_type": "tpm", "attestation_result": {"tpm": {"pcrs": {"7": "a000000000000000000000000000000000000000000000000000000000000000", "23": "cc"}, "quote_verified": true}}}}) with data.tpm as {"pcr_baselines": [{"7": "A000000000000000000000000000000000000000000000000000000000000000", "23": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}, {"7": "a000000000000000000000000000000000000000000000000000000000000000"}]}
+	case_input := object.union(institution, {
+		"client_registration_data": {
+			"posture_type": "tpm",
+			"attestation_result": {
+				"tpm": {
+					"pcrs": {
+						"7": "a000000000000000000000000000000000000000000000000000000000000000",
+						"23": "cc",
+					},
+					"quote_verified": true,
+				},
+			},
+		},
+	})
+	data_tpm := {
+		"pcr_baselines": [
+			{
+				"7": "A000000000000000000000000000000000000000000000000000000000000000",
+				"23": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+			},
+			{"7": "a000000000000000000000000000000000000000000000000000000000000000"},
+		],
+	}
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.tpm as data_tpm
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # tpm PCRs outside the baselines are denied
 test_tpm_pcrs_outside_the_baselines_are_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(institution, {"client_registration_data": {"posture_type": "tpm", "attestation_result": {"tpm": {"pcrs": {"7": "a000000000000000000000000000000000000000000000000000000000000000", "23": "cc"}, "quote_verified": true}}}}) with data.tpm as {"pcr_baselines": [{"7": "A000000000000000000000000000000000000000000000000000000000000000", "23": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}, {"7": "c000000000000000000000000000000000000000000000000000000000000000"}]}
+	case_input := object.union(institution, {
+		"client_registration_data": {
+			"posture_type": "tpm",
+			"attestation_result": {
+				"tpm": {
+					"pcrs": {
+						"7": "a000000000000000000000000000000000000000000000000000000000000000",
+						"23": "cc",
+					},
+					"quote_verified": true,
+				},
+			},
+		},
+	})
+	data_tpm := {
+		"pcr_baselines": [
+			{
+				"7": "A000000000000000000000000000000000000000000000000000000000000000",
+				"23": "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+			},
+			{"7": "c000000000000000000000000000000000000000000000000000000000000000"},
+		],
+	}
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.tpm as data_tpm
 	decision == {"allow": false, "reasons": {"pcr_mismatch"}}
 }
 
 # a software posture is not held to PCR baselines
 test_a_software_posture_is_not_held_to_pcr_baselines if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as institution with data.tpm as {"pcr_baselines": [{"7": "c000000000000000000000000000000000000000000000000000000000000000"}]}
+	case_input := institution
+	data_tpm := {
+		"pcr_baselines": [{"7": "c000000000000000000000000000000000000000000000000000000000000000"}],
+	}
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.tpm as data_tpm
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # a patient asking for patient scopes is allowed
 test_a_patient_asking_for_patient_scopes_is_allowed if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as patient
+	case_input := patient
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # a patient may not ask for system scopes
 test_a_patient_may_not_ask_for_system_scopes if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(patient, {"authorization_request": {"scopes": ["system/Slot.rs"]}})
+	case_input := object.union(patient, {"authorization_request": {"scopes": ["system/Slot.rs"]}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # a patient may not delete appointments
 test_a_patient_may_not_delete_appointments if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(patient, {"authorization_request": {"scopes": ["patient/Appointment.d"]}})
+	case_input := object.union(patient, {"authorization_request": {"scopes": ["patient/Appointment.d"]}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # without scopes.patient a patient gets the default patient scopes
 test_without_scopes_patient_a_patient_gets_the_default_patient_scopes if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(patient, {"authorization_request": {"scopes": ["patient/Appointment.crus", "patient/Patient.r", "patient/CodeSystem.rs"]}}) with data.scopes as {"requestor": ["system/CodeSystem.rs", "system/Schedule.rs", "system/Slot.rs", "system/HealthcareService.rs", "system/Practitioner.rs", "system/Patient.cr", "system/Appointment.crus", "system/Subscription.cruds"], "owner": ["system/*.cruds"]}
+	case_input := object.union(patient, {
+		"authorization_request": {
+			"scopes": ["patient/Appointment.crus", "patient/Patient.r", "patient/CodeSystem.rs"],
+		},
+	})
+	data_scopes := {
+		"requestor": [
+			"system/CodeSystem.rs",
+			"system/Schedule.rs",
+			"system/Slot.rs",
+			"system/HealthcareService.rs",
+			"system/Practitioner.rs",
+			"system/Patient.cr",
+			"system/Appointment.crus",
+			"system/Subscription.cruds",
+		],
+		"owner": ["system/*.cruds"],
+	}
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.scopes as data_scopes
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300, "refresh_token": 86400}}
 }
 
 # without scopes.patient a patient may not update their Patient
 test_without_scopes_patient_a_patient_may_not_update_their_patient if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(patient, {"authorization_request": {"scopes": ["patient/Patient.u"]}}) with data.scopes as {"requestor": ["system/CodeSystem.rs", "system/Schedule.rs", "system/Slot.rs", "system/HealthcareService.rs", "system/Practitioner.rs", "system/Patient.cr", "system/Appointment.crus", "system/Subscription.cruds"], "owner": ["system/*.cruds"]}
+	case_input := object.union(patient, {"authorization_request": {"scopes": ["patient/Patient.u"]}})
+	data_scopes := {
+		"requestor": [
+			"system/CodeSystem.rs",
+			"system/Schedule.rs",
+			"system/Slot.rs",
+			"system/HealthcareService.rs",
+			"system/Practitioner.rs",
+			"system/Patient.cr",
+			"system/Appointment.crus",
+			"system/Subscription.cruds",
+		],
+		"owner": ["system/*.cruds"],
+	}
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.scopes as data_scopes
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # a blocked KVNR is denied
 test_a_blocked_kvnr_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as patient with data.blocked_users as ["X485231029"]
+	case_input := patient
+	data_blocked_users := ["X485231029"]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.blocked_users as data_blocked_users
 	decision == {"allow": false, "reasons": {"User is on the blocklist"}}
 }
 
 # a patient's app of an unknown posture is denied
 test_a_patient_s_app_of_an_unknown_posture_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(patient, {"client_registration_data": {"posture_type": "android"}})
+	case_input := object.union(patient, {"client_registration_data": {"posture_type": "android"}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"Client posture type is not allowed"}}
 }
 
 # a patient's app off the product list is denied
 test_a_patient_s_app_off_the_product_list_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(patient, {"client_registration_data": {"product_id": "unknown_product"}}) with data.products as [{"product_id": "terminus-client", "versions": ["0.1.0"]}]
+	case_input := object.union(patient, {"client_registration_data": {"product_id": "unknown_product"}})
+	data_products := [{"product_id": "terminus-client", "versions": ["0.1.0"]}]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.products as data_products
 	decision == {"allow": false, "reasons": {"Client product or version is not allowed"}}
 }
 
 # a patient asking for an audience off the list is denied
 test_a_patient_asking_for_an_audience_off_the_list_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(patient, {"authorization_request": {"audience": ["https://evil.example.com/api"]}}) with data.audiences as ["http://localhost:8080/fhir"]
+	case_input := object.union(patient, {"authorization_request": {"audience": ["https://evil.example.com/api"]}})
+	data_audiences := ["http://localhost:8080/fhir"]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.audiences as data_audiences
 	decision == {"allow": false, "reasons": {"One or more requested audiences are not allowed"}}
 }
 
 # a patient from a blocked address is denied
 test_a_patient_from_a_blocked_address_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as patient with data.blocked_ips as ["127.0.0.1"]
+	case_input := patient
+	data_blocked_ips := ["127.0.0.1"]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.blocked_ips as data_blocked_ips
 	decision == {"allow": false, "reasons": {"Source IP address is blocked"}}
 }
 
 # a patient's tpm PCRs outside the baselines are denied
 test_a_patient_s_tpm_pcrs_outside_the_baselines_are_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(patient, {"client_registration_data": {"posture_type": "tpm", "attestation_result": {"tpm": {"pcrs": {"7": "a000000000000000000000000000000000000000000000000000000000000000", "23": "cc"}, "quote_verified": true}}}}) with data.tpm as {"pcr_baselines": [{"7": "c000000000000000000000000000000000000000000000000000000000000000"}]}
+	case_input := object.union(patient, {
+		"client_registration_data": {
+			"posture_type": "tpm",
+			"attestation_result": {
+				"tpm": {
+					"pcrs": {
+						"7": "a000000000000000000000000000000000000000000000000000000000000000",
+						"23": "cc",
+					},
+					"quote_verified": true,
+				},
+			},
+		},
+	})
+	data_tpm := {
+		"pcr_baselines": [{"7": "c000000000000000000000000000000000000000000000000000000000000000"}],
+	}
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.tpm as data_tpm
 	decision == {"allow": false, "reasons": {"pcr_mismatch"}}
 }
 
 # a workload asking for requestor scopes is allowed
 test_a_workload_asking_for_requestor_scopes_is_allowed if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as workload
+	case_input := workload
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300}}
 }
 
 # a workload may not ask beyond the requestor scopes
 test_a_workload_may_not_ask_beyond_the_requestor_scopes if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(workload, {"authorization_request": {"scopes": ["system/Schedule.c"]}})
+	case_input := object.union(workload, {"authorization_request": {"scopes": ["system/Schedule.c"]}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # a workload asking for no scope is denied
 test_a_workload_asking_for_no_scope_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(workload, {"authorization_request": {"scopes": []}})
+	case_input := object.union(workload, {"authorization_request": {"scopes": []}})
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # scopes.workload bounds a workload
 test_scopes_workload_bounds_a_workload if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(workload, {"authorization_request": {"scopes": ["system/Appointment.rs"]}}) with data.scopes as {"requestor": ["system/CodeSystem.rs", "system/Schedule.rs", "system/Slot.rs", "system/HealthcareService.rs", "system/Practitioner.rs", "system/Patient.cr", "system/Appointment.crus", "system/Subscription.cruds"], "owner": ["system/*.cruds"], "workload": ["system/Slot.rs"]}
+	case_input := object.union(workload, {"authorization_request": {"scopes": ["system/Appointment.rs"]}})
+	data_scopes := {
+		"requestor": [
+			"system/CodeSystem.rs",
+			"system/Schedule.rs",
+			"system/Slot.rs",
+			"system/HealthcareService.rs",
+			"system/Practitioner.rs",
+			"system/Patient.cr",
+			"system/Appointment.crus",
+			"system/Subscription.cruds",
+		],
+		"owner": ["system/*.cruds"],
+		"workload": ["system/Slot.rs"],
+	}
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.scopes as data_scopes
 	decision == {"allow": false, "reasons": {"One or more requested scopes are not allowed"}}
 }
 
 # scopes.workload admits its own scopes
 test_scopes_workload_admits_its_own_scopes if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(workload, {"authorization_request": {"scopes": ["system/Slot.r"]}}) with data.scopes as {"requestor": ["system/CodeSystem.rs", "system/Schedule.rs", "system/Slot.rs", "system/HealthcareService.rs", "system/Practitioner.rs", "system/Patient.cr", "system/Appointment.crus", "system/Subscription.cruds"], "owner": ["system/*.cruds"], "workload": ["system/Slot.rs"]}
+	case_input := object.union(workload, {"authorization_request": {"scopes": ["system/Slot.r"]}})
+	data_scopes := {
+		"requestor": [
+			"system/CodeSystem.rs",
+			"system/Schedule.rs",
+			"system/Slot.rs",
+			"system/HealthcareService.rs",
+			"system/Practitioner.rs",
+			"system/Patient.cr",
+			"system/Appointment.crus",
+			"system/Subscription.cruds",
+		],
+		"owner": ["system/*.cruds"],
+		"workload": ["system/Slot.rs"],
+	}
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.scopes as data_scopes
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300}}
 }
 
 # a blocked workload subject is denied
 test_a_blocked_workload_subject_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as workload with data.blocked_users as ["svc-reminders"]
+	case_input := workload
+	data_blocked_users := ["svc-reminders"]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.blocked_users as data_blocked_users
 	decision == {"allow": false, "reasons": {"User is on the blocklist"}}
 }
 
 # a workload from a blocked address is denied
 test_a_workload_from_a_blocked_address_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as workload with data.blocked_ips as ["10.0.0.7"]
+	case_input := workload
+	data_blocked_ips := ["10.0.0.7"]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.blocked_ips as data_blocked_ips
 	decision == {"allow": false, "reasons": {"Source IP address is blocked"}}
 }
 
 # a workload asking for an audience off the list is denied
 test_a_workload_asking_for_an_audience_off_the_list_is_denied if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as object.union(workload, {"authorization_request": {"audience": ["https://evil.example.com/api"]}}) with data.audiences as ["http://localhost:8080/fhir"]
+	case_input := object.union(workload, {"authorization_request": {"audience": ["https://evil.example.com/api"]}})
+	data_audiences := ["http://localhost:8080/fhir"]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.audiences as data_audiences
 	decision == {"allow": false, "reasons": {"One or more requested audiences are not allowed"}}
 }
 
 # a workload is not held to the profession, product and posture rules
 test_a_workload_is_not_held_to_the_profession_product_and_posture_rules if {
-	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as workload with data.professions as [] with data.posture_types as [] with data.products as [{"product_id": "terminus-client", "versions": ["0.1.0"]}]
+	case_input := workload
+	data_professions := []
+	data_posture_types := []
+	data_products := [{"product_id": "terminus-client", "versions": ["0.1.0"]}]
+	decision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input with data.professions as data_professions with data.posture_types as data_posture_types with data.products as data_products
 	decision == {"allow": true, "reasons": set(), "ttl": {"access_token": 300}}
 }

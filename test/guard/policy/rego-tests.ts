@@ -22,8 +22,10 @@ export function regoTerm(v: unknown): string {
   return JSON.stringify(v);
 }
 
-/** A JSON value as a Rego term over several lines, indented with tabs. */
+/** A JSON value as a Rego term: on one line when it fits in 80 characters, else over several, indented with tabs. */
 function regoBlock(v: unknown, indent = ''): string {
+  const line = regoTerm(v);
+  if (line.length <= 80) return line;
   const inner = `${indent}\t`;
   if (Array.isArray(v)) return v.length === 0 ? '[]' : `[\n${v.map((x) => `${inner}${regoBlock(x, inner)},`).join('\n')}\n${indent}]`;
   if (typeof v === 'object' && v !== null) {
@@ -44,12 +46,14 @@ function expected(c: PolicyCase): string {
 }
 
 function caseRego(c: PolicyCase): string {
-  const input = c.input ? `object.union(${c.caller}, ${regoTerm(c.input)})` : c.caller;
-  const data = Object.entries(c.data ?? {}).map(([k, v]) => ` with data.${k} as ${regoTerm(v)}`);
+  const input = c.input ? `object.union(${c.caller}, ${regoBlock(c.input, '\t')})` : c.caller;
+  const data = Object.entries(c.data ?? {});
   return [
     `# ${c.name}`,
     `${testName(c)} if {`,
-    `\tdecision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as ${input}${data.join('')}`,
+    `\tcase_input := ${input}`,
+    ...data.map(([k, v]) => `\tdata_${k} := ${regoBlock(v, '\t')}`),
+    `\tdecision := object.filter(authz, ["allow", "reasons", "ttl"]) with input as case_input${data.map(([k]) => ` with data.${k} as data_${k}`).join('')}`,
     `\tdecision == ${expected(c)}`,
     '}',
   ].join('\n');
