@@ -1,6 +1,6 @@
 import express, { Router, type Request, type Response } from 'express';
 import type { AppContext } from '../context';
-import { defaultPostureVerifiers, defaultRegistrationVerifiers, type PostureVerifier, type RegistrationVerifier } from './attestation';
+import { attestationMethods, type AttestationMethod } from './attestation';
 import { authorizationServerMetadata, newestStableMajor, openidConfiguration, protectedResourceMetadata } from './authserver/discovery';
 import type { GuardDeps } from './authserver/deps';
 import { ActiveClients } from './authserver/clients/client-store';
@@ -14,7 +14,6 @@ import { clientIp, guardErrorHandler, handleAsync, sendCachedJson, sendGuardErro
 import { SigningKeys } from './keys/signing-keys';
 import { loadCardTrustAnchors } from './pki/card-trust';
 import { warmUpGuard } from './warm-up';
-import { loadEkTrustAnchors } from './pki/ek-trust';
 import { OcspChecker } from './pki/ocsp';
 import { createPolicyEngine, loadPolicyData, type PolicyEngine } from './policy';
 import { endpoints, guardSettings, type GuardSettings } from './settings';
@@ -26,7 +25,6 @@ import { AccessTokenVerifier } from './authserver/tokens/verify-access-token';
 import { WorkloadIssuers } from './authserver/workload/workload-issuers';
 import { UpstreamIdps } from './authserver/code-flow/upstream-idps';
 import { authorize, pushAuthorizationRequest, redirection } from './authserver/code-flow/code-flow';
-import { RevocationList } from './attestation/platform-b/revocation-list';
 import { pepSettings } from './pep/settings';
 import { versionEntries, versionGate, type ApiVersion } from './versions';
 
@@ -41,8 +39,8 @@ export interface GuardOptions {
   settings?: Partial<GuardSettings>;
   policyEngine?: PolicyEngine;
   versions?: ApiVersion[];
-  postureVerifiers?: Map<string, PostureVerifier>;
-  registrationVerifiers?: Map<string, RegistrationVerifier>;
+  /** Attestation methods beside the built-in ones (guard/attestation/index.ts). */
+  attestationMethods?: readonly AttestationMethod[];
   /** The application's shared guard state (app.ts chooses it once); by default one of its own. */
   state?: SharedState;
   /** The application's session liveness, shared with its enforcement point; by default one of its own. */
@@ -58,7 +56,7 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   options.warmUp?.(() => warmUpGuard(deps));
   const { settings } = deps;
   const forMajor = depsPerMajor(deps, versions);
-  const asMetadata = authorizationServerMetadata(settings, deps.urls, deps.policyData, versions);
+  const asMetadata = authorizationServerMetadata(deps, versions);
   const prMetadata = protectedResourceMetadata(settings, deps.urls, deps.policyData, versions);
   const router = Router();
   const limited = (name: string) => rateLimitPerIp(deps, name);
@@ -130,7 +128,7 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
     express.json({ limit: '64kb', type: () => true, strict: false }),
     handleAsync(async (req, res) => {
       if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
-      const outcome = await registerClient(ctx, settings, req.body, deps.registrationVerifiers, deps.state);
+      const outcome = await registerClient(ctx, settings, req.body, deps.attestation, deps.state);
       res.setHeader('Cache-Control', 'no-store');
       res.status(outcome.status).json(outcome.body);
     }),
@@ -187,7 +185,6 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
   const policyData = loadPolicyData(ctx.config.policyFile);
   // At start: a bad CARD_TRUST_ANCHORS stops the process, and the dev-PKI warning is logged once.
   const anchors = loadCardTrustAnchors(ctx);
-  const ekAnchors = loadEkTrustAnchors(ctx.config.tpmEkTrustAnchors);
   const keys = new SigningKeys(ctx, settings);
   const sessions = options.sessions ?? new RevokedSessions(ctx.db);
   const state = options.state ?? sharedState(ctx);
@@ -204,21 +201,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
     anchors: () => anchors,
     // OCSP answers are cached until nextUpdate and never longer than a refresh token lives.
     ocsp: new OcspChecker(ctx.config.cardOcsp, settings.refreshTokenTtlSec, ctx.logger, ctx.now),
-    postureVerifiers: options.postureVerifiers ?? defaultPostureVerifiers(),
-    registrationVerifiers:
-      options.registrationVerifiers ??
-      defaultRegistrationVerifiers({
-        ekAnchors,
-        trustedIssuers: ctx.config.trustedAttestationIssuers,
-        state,
-        now: ctx.now,
-        platformA: { anchors: loadEkTrustAnchors(ctx.config.platformATrustAnchors) ?? [], appIds: ctx.config.platformAAppIds },
-        platformB: {
-          anchors: loadEkTrustAnchors(ctx.config.platformBTrustAnchors) ?? [],
-          packages: ctx.config.platformBPackages,
-          revocations: new RevocationList(ctx.config.platformBRevocationSource, ctx.now),
-        },
-      }),
+    attestation: attestationMethods(ctx, { state, extra: options.attestationMethods }),
     state,
     sessions,
     accessTokens: new AccessTokenVerifier(keys, pepSettings(ctx.config), ctx.now, sessions),

@@ -94,6 +94,20 @@ test.each(['tpm', 'platform_a', 'platform_b', 'svc_attestation_token'])('attesta
   expect(res.body.client_id).toBeUndefined();
 });
 
+test('an unknown attestation_type is answered with every type of the registry; discovery lists those this server registers', async () => {
+  const res = await request(h.app).post('/svc/v1/register').set('content-type', 'application/json').send(JSON.stringify(body(await generateEcKey(), { attestation_type: 'magic' })));
+  expect(res.body).toMatchObject({ error: 'invalid_request', error_description: 'attestation_type must be one of software, tpm, platform_a, platform_b, svc_attestation_token' });
+  const meta = await request(h.app).get('/.well-known/oauth-authorization-server');
+  expect(meta.body.attestation_types_supported).toEqual(['software']);
+});
+
+test('a software registration is told every proof member it carries, of whichever method', async () => {
+  const members = { c_ek_enc: 'AAAA', tpm_ek_certificate_chain: [], platform_a_attestation_object: 'AAAA' };
+  const res = await request(h.app).post('/svc/v1/register').set('content-type', 'application/json').send(JSON.stringify(body(await generateEcKey(), members)));
+  expect(res.status).toBe(400);
+  expect(res.body.error_description).toBe('a software registration must not carry c_ek_enc, tpm_ek_certificate_chain, platform_a_attestation_object');
+});
+
 test('rejects a body that is not JSON with 400 invalid_request (never 500)', async () => {
   const res = await request(h.app).post('/svc/v1/register').set('content-type', 'application/json').send('{"client_name":');
   expect(res.status).toBe(400);

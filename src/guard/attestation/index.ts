@@ -1,19 +1,21 @@
 import type { AppContext } from '../../context';
 import { InvalidRequest } from '../errors';
+import { loadEkTrustAnchors } from '../pki/ek-trust';
 import type { GuardSettings } from '../settings';
-import { softwarePostureVerifier } from './software/verify-software-posture';
-import { tpmRegistrationVerifier } from './tpm/register-tpm';
-import { tpmPostureVerifier } from './tpm/verify-tpm-posture';
-import type { RegistrationVerifier } from './registration';
 import type { SharedState } from '../state/shared-state';
-import { svcTokenRegistrationVerifier } from './svc-token/register-svc-token';
-import { TrustedIssuers } from './svc-token/trusted-issuers';
-import { platformAPostureVerifier, platformARegistrationVerifier } from './platform-a/platform-a';
-import type { PlatformAAppId, PlatformBPackage } from '../../config';
-import { platformBPostureVerifier, platformBRegistrationVerifier } from './platform-b/platform-b';
-import type { RevocationList } from './platform-b/revocation-list';
+import { AttestationMethods, type AttestationMethod } from './method';
+import { platformAMethod } from './platform-a/platform-a-method';
+import { platformBMethod } from './platform-b/platform-b-method';
+import { RevocationList } from './platform-b/revocation-list';
+import { softwareMethod } from './software/software-method';
+import { svcTokenMethod } from './svc-token/svc-token-method';
+import { tpmMethod } from './tpm/tpm-method';
 
 export type { RegistrationChallenge, RegistrationProof, RegistrationVerifier, RegisteringClient } from './registration';
+export { AttestationMethods, type AttestationMethod } from './method';
+
+/** A registration without `attestation_type` is a software one (gematik dcr-request.yaml: the software/legacy form; the ZETA SDK sends none). */
+export const DEFAULT_ATTESTATION_TYPE = softwareMethod.type;
 
 /** `client_statement.platform` values (gematik client-statement.yaml). */
 const PLATFORMS = ['android', 'apple', 'windows', 'linux', 'other'] as const;
@@ -56,47 +58,31 @@ export interface AttestationResult {
   hardware?: { attestationKeyJkt: string };
 }
 
-/**
- * Verifies one posture type (`software` here; `tpm`, `android`, `apple` later, each in its own
- * folder). Throws a GuardError when the posture does not prove what it claims.
- */
+/** Verifies the client statements of one attestation method. Throws a GuardError when the posture does not prove what it claims. */
 export interface PostureVerifier {
-  postureType: string;
   verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult>;
 }
 
-export function defaultPostureVerifiers(): Map<string, PostureVerifier> {
-  return new Map([
-    [softwarePostureVerifier.postureType, softwarePostureVerifier],
-    [tpmPostureVerifier.postureType, tpmPostureVerifier],
-    [platformAPostureVerifier.postureType, platformAPostureVerifier],
-    [platformBPostureVerifier.postureType, platformBPostureVerifier],
-  ]);
-}
-
 /**
- * Registration proofs this instance accepts: `tpm` only when TPM manufacturer CAs are configured,
- * `svc_attestation_token` only when other guard instances are trusted.
+ * The attestation methods of one application: software, TPM, the two platforms and the service
+ * attestation token, each accepting registrations only where this instance is set up for it
+ * (TPM_EK_TRUST_ANCHORS, PLATFORM_A_APP_IDS, PLATFORM_B_PACKAGES, TRUSTED_ATTESTATION_ISSUERS);
+ * then `extra` ones. A new method is one entry here, its verifiers in a folder of its own.
  */
-export function defaultRegistrationVerifiers(o: {
-  ekAnchors?: Buffer[];
-  trustedIssuers: string[];
-  state: SharedState;
-  now: () => Date;
-  platformA?: { anchors: Buffer[]; appIds: readonly PlatformAAppId[] };
-  platformB?: { anchors: Buffer[]; packages: readonly PlatformBPackage[]; revocations: RevocationList };
-}): Map<string, RegistrationVerifier> {
-  const verifiers = new Map<string, RegistrationVerifier>();
-  // platform_a only for the App IDs named in PLATFORM_A_APP_IDS.
-  const platformA = o.platformA;
-  if (platformA && platformA.appIds.length > 0) verifiers.set('platform_a', platformARegistrationVerifier(() => platformA.anchors, platformA.appIds));
-  // platform_b only for the packages named in PLATFORM_B_PACKAGES.
-  const platformB = o.platformB;
-  if (platformB && platformB.packages.length > 0) verifiers.set('platform_b', platformBRegistrationVerifier(() => platformB.anchors, platformB.packages, platformB.revocations));
-  const ekAnchors = o.ekAnchors;
-  if (ekAnchors) verifiers.set('tpm', tpmRegistrationVerifier(() => ekAnchors));
-  if (o.trustedIssuers.length > 0) verifiers.set('svc_attestation_token', svcTokenRegistrationVerifier(new TrustedIssuers(o.trustedIssuers, o.now), o.state));
-  return verifiers;
+export function attestationMethods(ctx: AppContext, o: { state: SharedState; extra?: readonly AttestationMethod[] }): AttestationMethods {
+  const { config } = ctx;
+  return new AttestationMethods([
+    softwareMethod,
+    tpmMethod(loadEkTrustAnchors(config.tpmEkTrustAnchors)),
+    platformAMethod({ anchors: loadEkTrustAnchors(config.platformATrustAnchors) ?? [], appIds: config.platformAAppIds }),
+    platformBMethod({
+      anchors: loadEkTrustAnchors(config.platformBTrustAnchors) ?? [],
+      packages: config.platformBPackages,
+      revocations: new RevocationList(config.platformBRevocationSource, ctx.now),
+    }),
+    svcTokenMethod({ trustedIssuers: config.trustedAttestationIssuers, state: o.state, now: ctx.now }),
+    ...(o.extra ?? []),
+  ]);
 }
 
 /**
@@ -104,29 +90,22 @@ export function defaultRegistrationVerifiers(o: {
  * freshness here, the posture by the verifier for its `posture_type`. All failures are 400
  * `invalid_request` (ZETA UC06: empty statement, changed platform, wrong challenge, junk quote).
  */
-export async function verifyClientStatement(
-  raw: unknown,
-  actx: AttestationContext,
-  verifiers: ReadonlyMap<string, PostureVerifier>,
-): Promise<AttestationResult> {
+export async function verifyClientStatement(raw: unknown, actx: AttestationContext, methods: AttestationMethods): Promise<AttestationResult> {
   const statement = statementHasAllMembers(raw);
   subIsTheClient(statement, actx);
   platformIsKnown(statement);
   platformMatchesFirstAttestation(statement, actx);
   timestampIsFresh(statement, actx);
-  postureIsTheRegisteredHardware(statement, actx);
-  const verifier = verifiers.get(statement.posture_type);
+  postureIsTheRegisteredHardware(statement, actx, methods);
+  const verifier = methods.get(statement.posture_type)?.posture;
   if (!verifier) throw new InvalidRequest('client_statement posture_type is not supported by this server');
   return verifier.verify(statement, actx);
 }
 
-/** Registration types whose key lives in hardware: their clients prove it on every exchange. */
-const HARDWARE_REGISTRATIONS = ['tpm', 'platform_a', 'platform_b'];
-
-/** A client registered with hardware attestation cannot fall back to a software posture. */
-function postureIsTheRegisteredHardware(statement: ClientStatement, actx: AttestationContext): void {
+/** A client registered with a hardware method cannot fall back to another posture. */
+function postureIsTheRegisteredHardware(statement: ClientStatement, actx: AttestationContext, methods: AttestationMethods): void {
   const registered = actx.registration.attestationType;
-  if (HARDWARE_REGISTRATIONS.includes(registered) && statement.posture_type !== registered) {
+  if (methods.get(registered)?.hardware && statement.posture_type !== registered) {
     throw new InvalidRequest(`client_statement.posture_type must be ${registered}: the client registered with attestation_type ${registered}`);
   }
 }

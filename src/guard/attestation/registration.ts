@@ -29,11 +29,10 @@ export interface RegistrationProof {
 }
 
 /**
- * Registration-time proof for one attestation_type (TPM credential activation, a service
- * attestation token, later the platform attestation objects). Throws a GuardError when the proof
- * does not hold.
+ * Registration-time proof of one attestation method (TPM credential activation, a service
+ * attestation token, the platform attestation objects). Throws a GuardError when the proof does
+ * not hold.
  */
 export interface RegistrationVerifier {
-  attestationType: string;
   verify(body: Record<string, unknown>, client: RegisteringClient, ctx: AppContext): Promise<RegistrationProof>;
 }

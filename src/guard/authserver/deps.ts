@@ -1,6 +1,6 @@
 import type crypto from 'node:crypto';
 import type { AppContext } from '../../context';
-import type { PostureVerifier, RegistrationVerifier } from '../attestation';
+import type { AttestationMethods } from '../attestation';
 import type { SigningKeys } from '../keys/signing-keys';
 import type { OcspChecker } from '../pki/ocsp';
 import type { PolicyData, PolicyEngine } from '../policy';
@@ -26,8 +26,8 @@ export interface GuardDeps {
   anchors: () => crypto.X509Certificate[];
   /** Revocation of card certificates (CARD_OCSP). */
   ocsp: OcspChecker;
-  postureVerifiers: ReadonlyMap<string, PostureVerifier>;
-  registrationVerifiers: ReadonlyMap<string, RegistrationVerifier>;
+  /** The attestation methods: registration, client statements and discovery read them here. */
+  attestation: AttestationMethods;
   /** Nonces, replay caches and rate limits shared by the replicas. */
   state: SharedState;
   /** Which sessions are alive (revocation, refresh-token reuse); shared with the enforcement point. */

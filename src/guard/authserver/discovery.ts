@@ -1,14 +1,19 @@
 import { DPOP_ALGS } from '../dpop/verify-dpop-proof';
 import { allowedScopes, patientScopes, type PolicyData } from '../policy';
 import type { endpoints, GuardSettings } from '../settings';
+import type { GuardDeps } from './deps';
 import { versionEntries, type ApiVersion } from '../versions';
 import { aslUse } from '../asl/asl-routes';
 import { CLIENT_ASSERTION_ALGS } from './client-auth/verify-client-assertion';
 import { SUPPORTED_GRANT_TYPES } from '../../protocol/oauth';
 import { SUBJECT_TOKEN_ALGS } from './subject-token/verify-subject-token';
 
-/** RFC 8414 authorization-server metadata, with the ZETA members (api_versions_supported, ...). */
-export function authorizationServerMetadata(settings: GuardSettings, urls: ReturnType<typeof endpoints>, data: PolicyData, versions: ApiVersion[]) {
+/**
+ * RFC 8414 authorization-server metadata, with the ZETA members (api_versions_supported, ...);
+ * the attestation types are those of the registry a client may register with here.
+ */
+export function authorizationServerMetadata(deps: Pick<GuardDeps, 'settings' | 'urls' | 'policyData' | 'attestation'>, versions: ApiVersion[]) {
+  const { settings, urls, policyData: data } = deps;
   // `urls` are those of the newest stable major; its base is also its documentation_uri.
   const base = `${settings.issuer}/svc/v${newestStableMajor(versions)}`;
   return {
@@ -37,7 +42,7 @@ export function authorizationServerMetadata(settings: GuardSettings, urls: Retur
     code_challenge_methods_supported: ['S256'],
     service_documentation: base,
     subject_token_signing_alg_values_supported: [...SUBJECT_TOKEN_ALGS],
-    attestation_types_supported: ['software'],
+    attestation_types_supported: deps.attestation.registrable(),
     api_versions_supported: versionEntries(versions, settings.issuer),
   };
 }

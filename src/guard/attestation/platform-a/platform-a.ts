@@ -45,7 +45,6 @@ export interface PlatformARegistration {
  */
 export function platformARegistrationVerifier(anchors: () => Buffer[], appIds: readonly PlatformAAppId[]): RegistrationVerifier {
   return {
-    attestationType: 'platform_a',
     async verify(body: Record<string, unknown>, client: RegisteringClient, ctx: AppContext): Promise<RegistrationProof> {
       const object = decodeAttestationObject(decodeBase64(body.platform_a_attestation_object, 'platform_a_attestation_object'));
       await chainIsTrusted(object.credentialCertificate, object.intermediates, anchors(), ctx.now());
@@ -113,7 +112,6 @@ async function akIsTheAttestedKey(ak: unknown, key: crypto.KeyObject): Promise<v
  * replica loses too).
  */
 export const platformAPostureVerifier: PostureVerifier = {
-  postureType: 'platform_a',
   async verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult> {
     const registered = registrationFor<PlatformARegistration>(actx, 'platform_a');
     const p = printableMembers(statement.posture, PRODUCT_MEMBERS);

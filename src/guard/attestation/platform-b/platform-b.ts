@@ -60,7 +60,6 @@ interface KeyFacts {
  */
 export function platformBRegistrationVerifier(anchors: () => Buffer[], packages: readonly PlatformBPackage[], revocations: RevocationList): RegistrationVerifier {
   return {
-    attestationType: 'platform_b',
     async verify(body: Record<string, unknown>, client: RegisteringClient, ctx: AppContext): Promise<RegistrationProof> {
       const chain = chainOf(body.platform_b_key_attestation_certificate_chain);
       try {
@@ -187,7 +186,6 @@ function appOf(raw: ArrayBuffer | undefined, packages: readonly PlatformBPackage
  * key's ES256 signature over the attestation challenge of this nonce.
  */
 export const platformBPostureVerifier: PostureVerifier = {
-  postureType: 'platform_b',
   async verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult> {
     const registered = registrationFor<PlatformBRegistration>(actx, 'platform_b');
     const p = printableMembers(statement.posture, PRODUCT_MEMBERS);

@@ -9,7 +9,6 @@ const REQUIRED = [...PRODUCT_MEMBERS, 'public_key', 'attestation_challenge'] as 
 
 /** Software clients carry no signature over their posture: what we can check is the binding (key, nonce) and coherence. */
 export const softwarePostureVerifier: PostureVerifier = {
-  postureType: 'software',
   async verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult> {
     const p = printableMembers(statement.posture, REQUIRED);
     await publicKeyIsTheClientKey(p.public_key, actx.clientJkt);

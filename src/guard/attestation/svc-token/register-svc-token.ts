@@ -26,7 +26,6 @@ export interface SvcTokenRegistration {
  */
 export function svcTokenRegistrationVerifier(issuers: TrustedIssuers, state: SharedState): RegistrationVerifier {
   return {
-    attestationType: 'svc_attestation_token',
     async verify(body: Record<string, unknown>, client: RegisteringClient, ctx: AppContext): Promise<RegistrationProof> {
       const token = tokenIsPresent(body);
       const iss = issuerIsTrusted(token, issuers);

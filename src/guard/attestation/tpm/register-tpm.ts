@@ -32,7 +32,6 @@ const refuse = (token: string, message: string) => new InvalidRequest(`${token}:
  */
 export function tpmRegistrationVerifier(anchors: () => Buffer[]): RegistrationVerifier {
   return {
-    attestationType: 'tpm',
     async verify(body: Record<string, unknown>, client: RegisteringClient, ctx: AppContext): Promise<RegistrationProof> {
       const m = membersArePresent(body, client);
       const ek = structure(() => readEkPublic(m.pukEkEnc));

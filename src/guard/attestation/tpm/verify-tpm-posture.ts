@@ -17,7 +17,6 @@ const BINARY_MEMBERS = ['tpm_attestation_key', 'tpm_quote', 'tpm_event_log'] as 
  * (`attestation_result.tpm`), which judges them against `tpm.pcr_baselines`.
  */
 export const tpmPostureVerifier: PostureVerifier = {
-  postureType: 'tpm',
   async verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult> {
     const registered = registrationFor<TpmRegistration>(actx, 'tpm');
     const p = postureHasAllMembers(statement.posture);

@@ -24,7 +24,7 @@ export function attestClient(deps: GuardDeps, auth: AuthenticatedClient, nonce: 
       registeredPlatform: client.platform,
       registration: { attestationType: client.attestationType, attestation: client.attestation },
     },
-    deps.postureVerifiers,
+    deps.attestation,
   );
 }
 

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { calculateJwkThumbprint, importJWK, type JWK } from 'jose';
 import type { AppContext } from '../../../context';
-import type { RegistrationVerifier } from '../../attestation/registration';
+import { DEFAULT_ATTESTATION_TYPE, type AttestationMethod, type AttestationMethods } from '../../attestation';
 import { Conflict, InvalidRequest, ResourceNotFound } from '../../errors';
 import type { GuardSettings } from '../../settings';
 import { clientKeyIsRegistered, deleteExpiredPendingClients, insertClient, type ClientRecord, type ClientStatus } from '../clients/client-store';
@@ -10,22 +10,6 @@ import { answerTransaction, findTransaction, openTransaction } from './registrat
 import { EMAIL_CHALLENGE, emailCodeAnswer, mailerFor, MESSAGE_ID, normalizeEmail, openEmailChallenge, resendEmailCode } from './email-code';
 import { keyEncryptionFor } from '../../keys/key-encryption';
 import type { SharedState } from '../../state/shared-state';
-
-/** The attestation_type values of ZETA dynamic client registration. */
-const ATTESTATION_TYPES = ['software', 'tpm', 'platform_a', 'platform_b', 'svc_attestation_token'] as const;
-
-/** Members only hardware registrations carry; a software registration must not send them. */
-const HARDWARE_MEMBERS = [
-  'puk_client_sig',
-  'puk_ak_sig',
-  'puk_ek_enc',
-  'c_ek_enc',
-  'signed_hash_puk_client_sig',
-  'platform_a_attestation_object',
-  'platform_b_key_attestation_certificate_chain',
-  'platform_b_integrity_token',
-  'svc_attestation_token',
-];
 
 export interface RegistrationResponse {
   client_id: string;
@@ -51,26 +35,22 @@ export type RegistrationOutcome = { status: 201; body: RegistrationResponse } | 
 
 /**
  * POST /register (RFC 7591): every member validated, one named step each; then the proof of the
- * attestation_type. A proof with a challenge opens a transaction (202) instead of registering.
+ * attestation method (`methods`). A proof with a challenge opens a transaction (202) instead of
+ * registering.
  */
-export async function registerClient(
-  ctx: AppContext,
-  settings: GuardSettings,
-  body: unknown,
-  verifiers: ReadonlyMap<string, RegistrationVerifier> = new Map(),
-  state?: SharedState,
-): Promise<RegistrationOutcome> {
+export async function registerClient(ctx: AppContext, settings: GuardSettings, body: unknown, methods: AttestationMethods, state?: SharedState): Promise<RegistrationOutcome> {
   const b = bodyIsObject(body);
-  const attestationType = attestationTypeIsSupported(b, verifiers);
+  const method = attestationTypeIsSupported(b, methods);
+  const attestationType = method.type;
   authMethodIsPrivateKeyJwt(b);
   const grantTypes = grantTypesAreSupported(b);
   const { jwk, jkt } = await jwksHoldsOnePublicSigningKey(b);
   const clientName = clientNameIsValid(b);
   const redirectUris = redirectUrisAreValid(b);
   if (grantTypes.includes(GRANT_AUTHORIZATION_CODE) && !redirectUris?.length) throw new InvalidRequest('redirect_uris must name at least one URL for the authorization_code grant');
-  if (attestationType === 'software') softwareSendsNoHardwareMembers(b);
-  const email = userEmailFor(b, attestationType);
-  const proof = attestationType === 'software' ? undefined : await verifiers.get(attestationType)!.verify(b, { jwk, jkt }, ctx);
+  if (method.registration === 'none') carriesNoProof(b, method, methods);
+  const email = userEmailFor(b, method);
+  const proof = method.registration === 'none' ? undefined : await method.registration!.verify(b, { jwk, jkt }, ctx);
 
   await deleteExpiredPendingClients(ctx, settings.pendingClientTtlSec);
   const client: ClientRecord = {
@@ -113,9 +93,9 @@ export async function registerClient(
  * `user_email` asks for the e-mail binding of a mobile registration (CONTRACT 10): a software
  * client (a phone app) may send it; the hardware types of stationary clients may not.
  */
-function userEmailFor(b: Record<string, unknown>, attestationType: string): string | undefined {
+function userEmailFor(b: Record<string, unknown>, method: AttestationMethod): string | undefined {
   if (b.user_email === undefined) return undefined;
-  if (attestationType === 'tpm' || attestationType === 'svc_attestation_token') throw new InvalidRequest(`user_email belongs to mobile registrations, not to attestation_type ${attestationType}`);
+  if (method.userEmail === 'refused') throw new InvalidRequest(`user_email belongs to mobile registrations, not to attestation_type ${method.type}`);
   return normalizeEmail(b.user_email);
 }
 
@@ -185,14 +165,12 @@ function bodyIsObject(body: unknown): Record<string, unknown> {
   return body as Record<string, unknown>;
 }
 
-function attestationTypeIsSupported(b: Record<string, unknown>, verifiers: ReadonlyMap<string, RegistrationVerifier>): string {
-  // Absent: the software/legacy form (gematik dcr-request.yaml; ZETA SDK sends none).
-  const t = b.attestation_type ?? 'software';
-  if (typeof t !== 'string' || !(ATTESTATION_TYPES as readonly string[]).includes(t)) {
-    throw new InvalidRequest(`attestation_type must be one of ${ATTESTATION_TYPES.join(', ')}`);
-  }
-  if (t !== 'software' && !verifiers.has(t)) throw new InvalidRequest(`attestation_type ${t} is not supported by this server`);
-  return t;
+function attestationTypeIsSupported(b: Record<string, unknown>, methods: AttestationMethods): AttestationMethod {
+  const t = b.attestation_type ?? DEFAULT_ATTESTATION_TYPE;
+  const method = typeof t === 'string' ? methods.get(t) : undefined;
+  if (!method) throw new InvalidRequest(`attestation_type must be one of ${methods.types().join(', ')}`);
+  if (!method.registration) throw new InvalidRequest(`attestation_type ${method.type} is not supported by this server`);
+  return method;
 }
 
 function authMethodIsPrivateKeyJwt(b: Record<string, unknown>): void {
@@ -259,7 +237,8 @@ function redirectUrisAreValid(b: Record<string, unknown>): string[] | undefined 
   return r as string[];
 }
 
-function softwareSendsNoHardwareMembers(b: Record<string, unknown>): void {
-  const present = HARDWARE_MEMBERS.filter((m) => m in b);
-  if (present.length > 0) throw new InvalidRequest(`a software registration must not carry ${present.join(', ')}`);
+/** A registration that proves nothing must not carry the members of one that does: its client would believe they counted. */
+function carriesNoProof(b: Record<string, unknown>, method: AttestationMethod, methods: AttestationMethods): void {
+  const present = methods.proofFields().filter((m) => m in b);
+  if (present.length > 0) throw new InvalidRequest(`a ${method.type} registration must not carry ${present.join(', ')}`);
 }

@@ -1,0 +1,19 @@
+import type { AttestationMethod } from '../method';
+import { tpmRegistrationVerifier } from './register-tpm';
+import { tpmPostureVerifier } from './verify-tpm-posture';
+
+/**
+ * `tpm`: registration by credential activation to the EK (registrations only with TPM
+ * manufacturer CAs, `ekAnchors`), the quote of the registered AK as posture. A stationary client:
+ * no e-mail binding.
+ */
+export function tpmMethod(ekAnchors: Buffer[] | undefined): AttestationMethod {
+  return {
+    type: 'tpm',
+    hardware: true,
+    fields: ['puk_client_sig', 'puk_ak_sig', 'puk_ek_enc', 'c_ek_enc', 'tpm_ek_certificate_chain', 'signed_hash_puk_client_sig'],
+    userEmail: 'refused',
+    registration: ekAnchors ? tpmRegistrationVerifier(() => ekAnchors) : undefined,
+    posture: tpmPostureVerifier,
+  };
+}
