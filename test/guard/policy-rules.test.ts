@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { CALLERS } from '../../src/guard/policy/callers';
+import { CALLER_KINDS } from '../../src/guard/policy/callers';
 import { embeddedPolicyEngine, loadPolicyData } from '../../src/guard/policy/embedded';
 import { policyRego } from '../../src/guard/policy/rego';
 import { RULES } from '../../src/guard/policy/rules';
@@ -39,7 +39,7 @@ test('every rule denies in some case for every caller it applies to, so OPA is t
 });
 
 test('every caller has an allowed case, and no two cases share a Rego test name', () => {
-  expect(CALLERS.filter((caller) => !CASES.some((c) => c.caller === caller && c.expect.allow))).toEqual([]);
+  expect(CALLER_KINDS.filter((caller) => !CASES.some((c) => c.caller === caller && c.expect.allow))).toEqual([]);
   const names = CASES.map(testName);
   expect(names.filter((n, i) => names.indexOf(n) !== i)).toEqual([]);
 });

@@ -1,5 +1,5 @@
 import { scopeCovered } from '../../protocol/smart-scopes';
-import { callerOf } from './callers';
+import { callerKindOf } from './callers';
 import { allowedScopes, DEFAULT_PATIENT_SCOPES, patientScopes, workloadScopes } from './scopes';
 import type { PolicyData, PolicyInput, WorkloadPolicyInput } from './types';
 
@@ -96,7 +96,7 @@ const product: CheckKind<Extract<Check, { kind: 'product' }>> = {
 };
 
 function scopesOf(data: PolicyData, input: Input): string[] {
-  const caller = callerOf(input);
+  const caller = callerKindOf(input);
   if (caller === 'workload') return workloadScopes(data);
   return caller === 'patient' ? patientScopes(data) : allowedScopes(data, (input as PolicyInput).user_info.repository_owner);
 }

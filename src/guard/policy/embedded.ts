@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import { ConfigError } from '../../config';
-import { callerOf } from './callers';
+import { callerKindOf } from './callers';
 import { denies } from './checks';
 import { RULES, TOKEN_LIFETIMES } from './rules';
 import type { PolicyData, PolicyDecision, PolicyEngine, PolicyInput, WorkloadPolicyInput } from './types';
@@ -35,7 +35,7 @@ export function embeddedPolicyEngine(data: PolicyData): PolicyEngine {
 
 /** Every rule of the caller's kind, in table order: their reasons (each once), or allow with the token lifetimes. */
 export function evaluate(data: PolicyData, input: PolicyInput | WorkloadPolicyInput): PolicyDecision {
-  const caller = callerOf(input);
+  const caller = callerKindOf(input);
   const reasons: string[] = [];
   for (const rule of RULES) {
     if (rule.callers.includes(caller) && !reasons.includes(rule.reason) && denies(rule.check, data, input)) reasons.push(rule.reason);

@@ -1,4 +1,4 @@
-import { CALLER_REGO, CALLERS, callerConditions, type Caller } from './callers';
+import { CALLER_REGO, CALLER_KINDS, callerConditions, type CallerKind } from './callers';
 import { checkRego, helpersRego } from './checks';
 import { RULES, TOKEN_LIFETIMES, type PolicyRule } from './rules';
 
@@ -28,8 +28,8 @@ function rule(head: string, body: string[]): string[] {
 
 /** One `ttl` rule per set of lifetimes, for the callers that get it. */
 function ttlRego(): string[][] {
-  const groups = new Map<string, Caller[]>();
-  for (const caller of CALLERS) {
+  const groups = new Map<string, CallerKind[]>();
+  for (const caller of CALLER_KINDS) {
     const value = TOKEN_LIFETIMES[caller].map((k) => `"${k}": data.token_ttl.${k}`).join(', ');
     groups.set(value, [...(groups.get(value) ?? []), caller]);
   }

@@ -1,4 +1,4 @@
-import type { Caller } from './callers';
+import type { CallerKind } from './callers';
 import type { Check } from './checks';
 
 /** One rule of the access policy: the reason a deny carries, whom it applies to, what it checks. */
@@ -7,7 +7,7 @@ export interface PolicyRule {
   reason: string;
   /** Why the rule exists; written above the rule in policies/authz.rego too. */
   why: string;
-  callers: readonly Caller[];
+  callers: readonly CallerKind[];
   check: Check;
 }
 
@@ -80,7 +80,7 @@ type Lifetime = 'access_token' | 'refresh_token';
  * The token lifetimes of an allow (gematik A_28527), from `token_ttl`: a workload gets no refresh
  * token, it exchanges its own token again (RFC 8693 token exchange).
  */
-export const TOKEN_LIFETIMES: Readonly<Record<Caller, readonly Lifetime[]>> = {
+export const TOKEN_LIFETIMES: Readonly<Record<CallerKind, readonly Lifetime[]>> = {
   institution: ['access_token', 'refresh_token'],
   patient: ['access_token', 'refresh_token'],
   workload: ['access_token'],

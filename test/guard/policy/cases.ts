@@ -1,4 +1,4 @@
-import type { Caller } from '../../../src/guard/policy/callers';
+import type { CallerKind } from '../../../src/guard/policy/callers';
 import type { PolicyData, PolicyInput, WorkloadPolicyInput } from '../../../src/guard/policy/types';
 
 /**
@@ -8,7 +8,7 @@ import type { PolicyData, PolicyInput, WorkloadPolicyInput } from '../../../src/
  */
 export interface PolicyCase {
   name: string;
-  caller: Caller;
+  caller: CallerKind;
   /** Merged into the caller's base input as Rego's `object.union` merges. */
   input?: Record<string, unknown>;
   /** Members of the data document that replace those of policies/default.json. */
@@ -71,7 +71,7 @@ const workload: WorkloadPolicyInput = {
   authorization_request: { scopes: ['system/Slot.rs'], resource: FHIR, audience: [FHIR], grant_type: TOKEN_EXCHANGE, ip_address: '10.0.0.7', http_method: 'POST' },
 };
 
-export const BASES: Readonly<Record<Caller, PolicyInput | WorkloadPolicyInput>> = { institution, patient, workload };
+export const BASES: Readonly<Record<CallerKind, PolicyInput | WorkloadPolicyInput>> = { institution, patient, workload };
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 

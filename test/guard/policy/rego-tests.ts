@@ -1,4 +1,4 @@
-import { CALLERS } from '../../../src/guard/policy/callers';
+import { CALLER_KINDS } from '../../../src/guard/policy/callers';
 import { BASES, CASES, type PolicyCase } from './cases';
 
 const HEADER = [
@@ -61,6 +61,6 @@ function caseRego(c: PolicyCase): string {
 
 /** The text of policies/authz_test.rego. */
 export function policyTestRego(): string {
-  const bases = CALLERS.map((caller) => `${caller} := ${regoBlock(BASES[caller])}`);
+  const bases = CALLER_KINDS.map((caller) => `${caller} := ${regoBlock(BASES[caller])}`);
   return `${[HEADER.join('\n'), ...bases, ...CASES.map(caseRego)].join('\n\n')}\n`;
 }
