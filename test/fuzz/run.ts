@@ -67,12 +67,19 @@ export class ServerLog {
   backgroundCount = 0;
   readonly background: string[] = [];
 
+  /** The last errors of any request, for a failure outside the cases (a login of the sessions). */
+  readonly recent: string[] = [];
+
   write(line: string): void {
     let entry: LogEntry;
     try {
       entry = JSON.parse(line) as LogEntry;
     } catch {
       return;
+    }
+    if (entry.level >= 50) {
+      this.recent.push(causeOf(entry));
+      if (this.recent.length > 10) this.recent.shift();
     }
     if (typeof entry.requestId !== 'string') {
       if (entry.level < 50) return; // warnings of the run's own making (a development CA, hooks on a closed port)
@@ -149,7 +156,9 @@ export async function startFuzzTarget(o: { pglite: boolean }): Promise<FuzzTarge
       throw err;
     }
     const running = server;
-    const sessions = await identities.open(running.url, ctx);
+    const sessions = await identities.open(running.url, ctx).catch((err: unknown) => {
+      throw new Error(`${err instanceof Error ? err.message : String(err)}; the server's last errors: ${log.recent.join(' | ') || 'none'}`);
+    });
     return {
       store: ctx.db.kind === 'pg' ? (ctx.redis ? 'PostgreSQL + Redis' : 'PostgreSQL') : 'PGlite',
       url: running.url,
