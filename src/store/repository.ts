@@ -3,9 +3,8 @@ import type { Resource } from '@medplum/fhirtypes';
 import { gone, notFound, preconditionFailed } from '../shared/outcomes';
 import { canSee, type Viewer, type Writer } from '../shared/owner';
 import { SqlState, sqlState, type Db } from './db';
-import { toTimestamp } from './search/dates';
-import { extractIndexRows, type CompoundRow, type IndexRows } from './search/extract';
-import { COMPOUND_INDEXES } from './search/parameters';
+import { extractIndexRows, type IndexRows } from './search/extract';
+import { deleteIndexRows, indexWriteCtes, insertIndexRows } from './search/index-writer';
 import { executeSearch, type SearchRequest, type SearchResult } from './search/sql';
 import type { SearchWindowCache } from './search/window-cache';
 import type { WriteEvent, WriteInterceptor, WriteOrigin } from './write-interceptors';
@@ -241,13 +240,14 @@ export class Repository {
         'INSERT INTO resource_version (resource_type, id, version_id, last_updated, deleted, content) VALUES ($1, $2, $3, $4, true, $5)',
         [type, id, versionId, lastUpdated, content],
       );
-      await deleteIndexes(tx.db, type, id, row.owner !== null);
+      await deleteIndexRows(tx.db, type, id, row.owner !== null);
       tx.remember(type, id, { resource: content as Resource, deleted: true, owner: row.owner, versionId });
     });
   }
 
   /**
-   * Inserts many new resources (ids not yet stored) in chunks with multi-row statements: the
+   * Inserts many new resources (ids not yet stored) in chunks, a chunk's resource and version
+   * rows with multi-row statements and its index rows with one (`insertIndexRows`): the
    * demo calendars and benchmark data sets. No validation and no interceptors here: callers load
    * data they vouch for (free slots, calendars; nothing a rule or a subscriber acts on).
    */
@@ -260,28 +260,7 @@ export class Repository {
         const rows = stored.map((r) => [r.resourceType, r.id, 1, lastUpdated, false, r]);
         await insertMany(tx.db, 'resource (resource_type, id, version_id, last_updated, deleted, content)', rows);
         await insertMany(tx.db, 'resource_version (resource_type, id, version_id, last_updated, deleted, content)', rows);
-        const tokens: unknown[][] = [];
-        const refs: unknown[][] = [];
-        const dates: unknown[][] = [];
-        const strings: unknown[][] = [];
-        const compounds: unknown[][] = [];
-        const windows = new Map<string, [string, string, number]>();
-        for (const r of stored) {
-          const idx = extractIndexRows(r, this.baseUrl);
-          const key = [r.resourceType, r.id];
-          tokens.push(...idx.tokens.map((t) => [...key, t.param, t.system, t.code, t.systemFull ?? null, t.codeFull ?? null]));
-          refs.push(...idx.references.map((x) => [...key, x.param, x.targetType, x.targetId, x.targetUrl]));
-          dates.push(...idx.dates.map((d) => [...key, d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
-          strings.push(...idx.strings.map((x) => [...key, x.param, x.norm, x.exact, x.normFull ?? null]));
-          compounds.push(...idx.compounds.map((c) => [...key, c.ref, c.code, rangeLiteral(c.range)]));
-          for (const c of idx.compounds) windows.set(`${r.resourceType}|${c.ref}|${generationDay(c.range.low)}`, [r.resourceType, c.ref, generationDay(c.range.low)]);
-        }
-        await insertMany(tx.db, 'search_token (resource_type, id, param, system, code, system_full, code_full)', tokens);
-        await insertMany(tx.db, 'search_reference (resource_type, id, param, target_type, target_id, target_url)', refs);
-        await insertMany(tx.db, 'search_date (resource_type, id, param, low, high)', dates);
-        await insertMany(tx.db, 'search_string (resource_type, id, param, norm, exact, norm_full)', strings);
-        await insertMany(tx.db, 'search_compound (resource_type, id, ref, code, during)', compounds);
-        await raiseGenerations(tx.db, [...windows.values()]);
+        await insertIndexRows(tx.db, stored.map((r) => ({ type: r.resourceType, id: r.id as string, index: extractIndexRows(r, this.baseUrl) })));
       });
     }
   }
@@ -363,41 +342,9 @@ export function checkIfMatch(ifMatch: string | undefined, current: number): void
   if (!m || Number(m[1]) !== current) throw preconditionFailed(`If-Match ${ifMatch} does not match the current version W/"${current}"`);
 }
 
-const INDEX_TABLES = ['search_token', 'search_reference', 'search_date', 'search_string', 'search_compound'];
-
-async function deleteIndexes(db: Db, type: string, id: string, owned: boolean): Promise<void> {
-  const windowed = COMPOUND_INDEXES[type] !== undefined;
-  const params: unknown[] = [type, id];
-  const ctes = INDEX_TABLES.map((t, i) => `del${i} AS (DELETE FROM ${t} WHERE resource_type = $1 AND id = $2${t === 'search_compound' && windowed ? ' RETURNING ref, during' : ''})`);
-  if (windowed) ctes.push(generationCte(params, `del${INDEX_TABLES.indexOf('search_compound')}`, [], owned));
-  await db.query(`WITH ${ctes.join(', ')} SELECT 1`, params);
-}
-
-/** Days since 1970-01-01 (UTC) of a compound row's date: the unit of search_generation. */
-export function generationDay(ms: number): number {
-  return Math.floor(ms / 86_400_000);
-}
-
 /**
- * The CTE raising the generation (migrations/004) of every (reference, day) whose compound rows a
- * write removes (`removed`: a CTE returning `ref, during`) or adds, and keeping its count of owned
- * rows (an owner never changes, so the written resource's `owned` says it for both): part of the
- * write's own statement, so it commits or rolls back with it. Rows are locked in one order.
- */
-function generationCte(params: unknown[], removed: string | undefined, added: CompoundRow[], owned: boolean): string {
-  params.push(added.map((c) => c.ref), added.map((c) => generationDay(c.range.low)));
-  const fresh = `SELECT a.ref, a.day, 1 AS n FROM unnest($${params.length - 1}::text[], $${params.length}::int[]) AS a(ref, day)`;
-  const old = removed ? `SELECT ref, floor(extract(epoch FROM lower(during)) / 86400)::int AS day, -1 AS n FROM ${removed} WHERE isfinite(lower(during)) UNION ALL ` : '';
-  return `gen AS (INSERT INTO search_generation (resource_type, ref, day, generation, owned)
-    SELECT $1, g.ref, g.day, 1, ${owned ? 'sum(g.n)' : '0'} FROM (${old}${fresh}) g GROUP BY g.ref, g.day ORDER BY g.ref, g.day
-    ON CONFLICT (resource_type, ref, day) DO UPDATE SET generation = search_generation.generation + 1, owned = search_generation.owned + EXCLUDED.owned)`;
-}
-
-/**
- * The write of one version as one SQL statement: resource row, version row, index rows. A new
- * version of a stored resource rewrites only the index rows that change (issue 15): rows the new
- * version no longer has are deleted, rows it adds are inserted, the rest stay (all CTEs see the rows
- * as they were before the statement). A booked Slot changes its status rows and keeps the others.
+ * The write of one version as one SQL statement: resource row, version row, the index rows that
+ * change (`indexWriteCtes`) and the caller's rows alongside.
  */
 function writeStatement(
   w: { type: string; id: string; versionId: number; lastUpdated: string; stored: Resource; owner: string | null; exists: boolean },
@@ -411,75 +358,13 @@ function writeStatement(
       : 'res AS (INSERT INTO resource (resource_type, id, version_id, last_updated, deleted, owner, content) VALUES ($1, $2, $3, $4, false, $6::text, $5))',
     'ver AS (INSERT INTO resource_version (resource_type, id, version_id, last_updated, deleted, content) VALUES ($1, $2, $3, $4, false, $5))',
   ];
-  const windowed = COMPOUND_INDEXES[w.type] !== undefined;
-  // Index rows as arrays (one parameter per column, unnest): the statement's text depends only on
-  // the resource type's shape, not on how many rows it has, so PostgreSQL prepares it once per
-  // connection and reuses the plan.
-  const index = (name: string, table: string, columns: [string, string][], values: unknown[][], returning = '') => {
-    const first = params.length + 1;
-    columns.forEach((_, k) => params.push(values.map((row) => row[k])));
-    const names = columns.map((_, k) => `c${k}`);
-    const rowsOf = `unnest(${columns.map(([, type], k) => `$${first + k}::${type}[]`).join(', ')}) AS u(${names.join(', ')})`;
-    const insert = `INSERT INTO ${table} (resource_type, id, ${columns.map(([c]) => c).join(', ')}) SELECT $1, $2, ${names.join(', ')} FROM ${rowsOf}`;
-    if (!w.exists) {
-      ctes.push(`ins_${name} AS (${insert}${returning})`);
-      return;
-    }
-    const same = columns.map(([c], k) => `t.${c} IS NOT DISTINCT FROM u.c${k}`).join(' AND ');
-    ctes.push(
-      `del_${name} AS (DELETE FROM ${table} t WHERE t.resource_type = $1 AND t.id = $2 AND NOT EXISTS (SELECT 1 FROM ${rowsOf} WHERE ${same})${returning})`,
-      `ins_${name} AS (${insert} WHERE NOT EXISTS (SELECT 1 FROM ${table} t WHERE t.resource_type = $1 AND t.id = $2 AND ${same})${returning})`,
-    );
-  };
-  index('token', 'search_token', [['param', 'text'], ['system', 'text'], ['code', 'text'], ['system_full', 'text'], ['code_full', 'text']], rows.tokens.map((t) => [t.param, t.system, t.code, t.systemFull ?? null, t.codeFull ?? null]));
-  index('reference', 'search_reference', [['param', 'text'], ['target_type', 'text'], ['target_id', 'text'], ['target_url', 'text']], rows.references.map((r) => [r.param, r.targetType, r.targetId, r.targetUrl]));
-  index('date', 'search_date', [['param', 'text'], ['low', 'timestamptz'], ['high', 'timestamptz']], rows.dates.map((d) => [d.param, toTimestamp(d.range.low), toTimestamp(d.range.high)]));
-  index('string', 'search_string', [['param', 'text'], ['norm', 'text'], ['exact', 'text'], ['norm_full', 'text']], rows.strings.map((x) => [x.param, x.norm, x.exact, x.normFull ?? null]));
-  if (windowed) {
-    index('compound', 'search_compound', [['ref', 'text'], ['code', 'text'], ['during', 'tstzrange']], rows.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range)]), w.exists ? ' RETURNING ref, during' : '');
-    if (w.exists) {
-      // Every day the resource was in changes (its content is part of a cached result), rows it keeps too.
-      ctes.push('before_compound AS (SELECT ref, during FROM search_compound WHERE resource_type = $1 AND id = $2)');
-      ctes.push(changedGenerationCte({ before: 'before_compound', removed: 'del_compound', added: 'ins_compound' }, w.owner !== null));
-    } else {
-      ctes.push(generationCte(params, undefined, rows.compounds, w.owner !== null));
-    }
-  }
+  ctes.push(...indexWriteCtes(params, { type: w.type, exists: w.exists, owned: w.owner !== null }, rows));
   if (alongside) {
     const offset = params.length;
     params.push(...alongside.params);
     alongside.statements.forEach((text, i) => ctes.push(`alongside_${i} AS (${text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + offset}`)})`));
   }
   return { sql: `WITH ${ctes.join(',\n')} SELECT 1`, params };
-}
-
-/**
- * The generation CTE of a new version of a stored resource: every (reference, day) of its compound
- * rows before and after is raised once; its owned count goes down by the rows removed and up by
- * the rows added (each a CTE returning `ref, during`).
- */
-function changedGenerationCte(rows: { before: string; removed: string; added: string }, owned: boolean): string {
-  const day = (from: string, n: number) => `SELECT ref, floor(extract(epoch FROM lower(during)) / 86400)::int AS day, ${n} AS n FROM ${from} WHERE isfinite(lower(during))`;
-  return `gen AS (INSERT INTO search_generation (resource_type, ref, day, generation, owned)
-    SELECT $1, g.ref, g.day, 1, ${owned ? 'sum(g.n)' : '0'} FROM (${day(rows.before, 0)} UNION ALL ${day(rows.removed, -1)} UNION ALL ${day(rows.added, 1)}) g GROUP BY g.ref, g.day ORDER BY g.ref, g.day
-    ON CONFLICT (resource_type, ref, day) DO UPDATE SET generation = search_generation.generation + 1, owned = search_generation.owned + EXCLUDED.owned)`;
-}
-
-/** Inclusive tstzrange literal of a date range. */
-function rangeLiteral(range: { low: number; high: number }): string {
-  return `[${toTimestamp(range.low)},${toTimestamp(range.high)}]`;
-}
-
-
-/** bulkLoad's new compound rows raise the generations of their (type, reference, day). */
-async function raiseGenerations(db: Db, rows: [string, string, number][]): Promise<void> {
-  if (rows.length === 0) return;
-  await db.query(
-    `INSERT INTO search_generation (resource_type, ref, day, generation)
-     SELECT g.t, g.ref, g.day, 1 FROM unnest($1::text[], $2::text[], $3::int[]) AS g(t, ref, day) ORDER BY g.t, g.ref, g.day
-     ON CONFLICT (resource_type, ref, day) DO UPDATE SET generation = search_generation.generation + 1`,
-    [rows.map((r) => r[0]), rows.map((r) => r[1]), rows.map((r) => r[2])],
-  );
 }
 
 /** Multi-row INSERT, split to stay under PostgreSQL's 65535 bind parameters. */

@@ -1,7 +1,7 @@
 import type { Slot } from '@medplum/fhirtypes';
 import type { AppContext } from '../../src/context';
 import { Repository } from '../../src/store/repository';
-import { generationDay } from '../../src/store/repository';
+import { generationDay } from '../../src/store/search/index-writer';
 import { parseSearch } from '../../src/fhir/search-request';
 import { createTestContext } from '../helpers/context';
 
