@@ -1,6 +1,7 @@
 import express, { Router, type Request, type Response } from 'express';
 import type { AppContext } from '../context';
 import { attestationMethods, type AttestationMethod } from './attestation';
+import { tokenGrants, type Grant } from './authserver/grants';
 import { authorizationServerMetadata, newestStableMajor, openidConfiguration, protectedResourceMetadata } from './authserver/discovery';
 import type { GuardDeps } from './authserver/deps';
 import { ActiveClients } from './authserver/clients/client-store';
@@ -41,6 +42,8 @@ export interface GuardOptions {
   versions?: ApiVersion[];
   /** Attestation methods beside the built-in ones (guard/attestation/index.ts). */
   attestationMethods?: readonly AttestationMethod[];
+  /** Grants beside the built-in ones (guard/authserver/grants/index.ts). */
+  grants?: readonly Grant[];
   /** The application's shared guard state (app.ts chooses it once); by default one of its own. */
   state?: SharedState;
   /** The application's session liveness, shared with its enforcement point; by default one of its own. */
@@ -128,7 +131,7 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
     express.json({ limit: '64kb', type: () => true, strict: false }),
     handleAsync(async (req, res) => {
       if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
-      const outcome = await registerClient(ctx, settings, req.body, deps.attestation, deps.state);
+      const outcome = await registerClient(deps, req.body);
       res.setHeader('Cache-Control', 'no-store');
       res.status(outcome.status).json(outcome.body);
     }),
@@ -202,6 +205,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
     // OCSP answers are cached until nextUpdate and never longer than a refresh token lives.
     ocsp: new OcspChecker(ctx.config.cardOcsp, settings.refreshTokenTtlSec, ctx.logger, ctx.now),
     attestation: attestationMethods(ctx, { state, extra: options.attestationMethods }),
+    grants: tokenGrants(options.grants),
     state,
     sessions,
     accessTokens: new AccessTokenVerifier(keys, pepSettings(ctx.config), ctx.now, sessions),

@@ -5,7 +5,5 @@ export const GRANT_AUTHORIZATION_CODE = 'authorization_code';
 export const CLIENT_ASSERTION_TYPE_JWT = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 export const TOKEN_TYPE_JWT = 'urn:ietf:params:oauth:token-type:jwt';
 export const TOKEN_TYPE_ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
-/** Grant types a client may register (authorization_code: patient apps, CONTRACT 10). */
-export const SUPPORTED_GRANT_TYPES = [GRANT_TOKEN_EXCHANGE, GRANT_AUTHORIZATION_CODE, GRANT_REFRESH_TOKEN] as const;
 /** JWS `typ` of the service attestation token (`svc_att_token`, CONTRACT 8): never an access token. */
 export const SVC_ATT_TOKEN_TYP = 'svc-att+jwt';

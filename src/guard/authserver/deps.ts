@@ -1,6 +1,7 @@
 import type crypto from 'node:crypto';
 import type { AppContext } from '../../context';
 import type { AttestationMethods } from '../attestation';
+import type { Grants } from './grants';
 import type { SigningKeys } from '../keys/signing-keys';
 import type { OcspChecker } from '../pki/ocsp';
 import type { PolicyData, PolicyEngine } from '../policy';
@@ -28,6 +29,8 @@ export interface GuardDeps {
   ocsp: OcspChecker;
   /** The attestation methods: registration, client statements and discovery read them here. */
   attestation: AttestationMethods;
+  /** The grants of the token endpoint: dispatch, registration and discovery read them here. */
+  grants: Grants;
   /** Nonces, replay caches and rate limits shared by the replicas. */
   state: SharedState;
   /** Which sessions are alive (revocation, refresh-token reuse); shared with the enforcement point. */

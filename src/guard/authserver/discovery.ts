@@ -5,14 +5,14 @@ import type { GuardDeps } from './deps';
 import { versionEntries, type ApiVersion } from '../versions';
 import { aslUse } from '../asl/asl-routes';
 import { CLIENT_ASSERTION_ALGS } from './client-auth/verify-client-assertion';
-import { SUPPORTED_GRANT_TYPES } from '../../protocol/oauth';
 import { SUBJECT_TOKEN_ALGS } from './subject-token/verify-subject-token';
 
 /**
  * RFC 8414 authorization-server metadata, with the ZETA members (api_versions_supported, ...);
- * the attestation types are those of the registry a client may register with here.
+ * the grant types are those of the token endpoint's registry, the attestation types those of the
+ * registry a client may register with here.
  */
-export function authorizationServerMetadata(deps: Pick<GuardDeps, 'settings' | 'urls' | 'policyData' | 'attestation'>, versions: ApiVersion[]) {
+export function authorizationServerMetadata(deps: Pick<GuardDeps, 'settings' | 'urls' | 'policyData' | 'attestation' | 'grants'>, versions: ApiVersion[]) {
   const { settings, urls, policyData: data } = deps;
   // `urls` are those of the newest stable major; its base is also its documentation_uri.
   const base = `${settings.issuer}/svc/v${newestStableMajor(versions)}`;
@@ -33,7 +33,7 @@ export function authorizationServerMetadata(deps: Pick<GuardDeps, 'settings' | '
     scopes_supported: [...allowedScopes(data, true), ...patientScopes(data)],
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
-    grant_types_supported: [...SUPPORTED_GRANT_TYPES],
+    grant_types_supported: deps.grants.types(),
     token_endpoint_auth_methods_supported: ['private_key_jwt'],
     token_endpoint_auth_signing_alg_values_supported: [...CLIENT_ASSERTION_ALGS],
     revocation_endpoint_auth_methods_supported: ['private_key_jwt'],

@@ -1,4 +1,3 @@
-import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { checkDpopReplay, dpopProofReplayed, dpopProofUse, verifyDpopProof, type VerifiedDpopProof } from '../dpop/verify-dpop-proof';
 import { InvalidRequest, RateLimitExceeded, UnsupportedGrantType, UseDpopNonce } from '../errors';
 import { parseForm } from '../http/form';
@@ -6,12 +5,7 @@ import { consumeNonce, issueNonce, nonceKey } from '../state/nonce-store';
 import { limitFor, rateLimitHeaders, rateLimitResult } from '../state/rate-limit';
 import { assertionReplayed, verifyClientAssertion, type AuthenticatedClient } from './client-auth/verify-client-assertion';
 import type { GuardDeps } from './deps';
-import { GRANT_AUTHORIZATION_CODE, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE } from '../../protocol/oauth';
-import { authorizationCodeGrant } from './grants/authorization-code';
-import { refreshGrant } from './grants/refresh-token';
-import { tokenExchange } from './grants/token-exchange';
-import { workloadExchange, type WorkloadTokenResponse } from './grants/workload-exchange';
-import type { TokenResponse } from './tokens/token-response';
+import type { Grant, TokenAnswer } from './grants';
 
 /** The parts of an HTTP request the token and revocation endpoints look at (no Express in here). */
 export interface EndpointRequest {
@@ -23,44 +17,24 @@ export interface EndpointRequest {
 }
 
 /**
- * POST /token: form parameters, then the DPoP proof (with a fresh
- * nonce for token exchange), then client authentication, then the grant.
+ * POST /token: form parameters and the grant's entry (grants/), then the DPoP proof with the
+ * nonce the grant needs, then the client authentication it needs, then its handler with the
+ * parameters it declares.
  */
-export async function tokenEndpoint(deps: GuardDeps, req: EndpointRequest): Promise<TokenResponse | WorkloadTokenResponse> {
+export async function tokenEndpoint(deps: GuardDeps, req: EndpointRequest): Promise<TokenAnswer> {
   const params = formParameters(req);
-  const grantType = grantTypeIsSupported(params);
-  const refresh = grantType === GRANT_REFRESH_TOKEN;
-  // Each proof's jti is recorded in the round trip of another check: a refresh's with the client's
-  // assertion jti and counter, the others' with their nonce.
+  const grant = grantIsSupported(deps, params, req);
   const proof = await dpopProofIsValid(deps, req, deps.urls.token);
-  if (grantType === GRANT_TOKEN_EXCHANGE && isWorkloadExchange(deps, params, req)) {
-    // A service, not a registered client (CONTRACT 11): no client assertion; a nonce is optional.
-    await proofIsFreshWithNonce(deps, proof, false);
-    return workloadExchange(deps, { params, proof, ip: req.ip });
-  }
-  // Grants that start a session bind the client's posture to a fresh nonce; a refresh need not.
-  const nonce = refresh ? await dpopNonceIsFresh(deps, proof, false) : await proofIsFreshWithNonce(deps, proof, true);
-  // A refresh reads only the client's id, key and grant types: a cached active client will do.
-  const auth = await authenticateClient(deps, params, req, { fresh: !refresh, proof: refresh ? proof : undefined });
-  if (grantType === GRANT_TOKEN_EXCHANGE) return tokenExchange(deps, { params, proof, nonce: nonce!, auth, ip: req.ip });
-  if (grantType === GRANT_AUTHORIZATION_CODE) return authorizationCodeGrant(deps, { params, proof, nonce: nonce!, auth, ip: req.ip });
-  return refreshGrant(deps, { params, proof, auth, ip: req.ip });
-}
-
-/**
- * A workload's exchange (CONTRACT 11): no client authentication, and a subject token from a
- * trusted workload issuer or at least not an institution card's (those carry the card
- * certificate in `x5c`). A client that forgot its assertion still gets 401 invalid_client.
- */
-function isWorkloadExchange(deps: GuardDeps, params: Map<string, string>, req: EndpointRequest): boolean {
-  if (params.has('client_assertion') || params.has('client_assertion_type') || req.authorization !== undefined) return false;
-  const token = params.get('subject_token') ?? '';
-  try {
-    return deps.workloadIssuers.find(decodeJwt(token).iss) !== undefined || !('x5c' in decodeProtectedHeader(token));
-  } catch {
-    // Not a JWS at all: the workload path answers it (400 invalid_request).
-    return true;
-  }
+  // Each proof's jti is recorded in the round trip of another check: with the nonce when the grant
+  // needs one or authenticates no client, else with the client's assertion jti and counter.
+  const jtiWithNonce = grant.nonce === 'required' || grant.clientAuthentication === 'none';
+  const nonce = jtiWithNonce ? await proofIsFreshWithNonce(deps, proof, grant.nonce === 'required') : await dpopNonceIsFresh(deps, proof, false);
+  const auth =
+    grant.clientAuthentication === 'none'
+      ? undefined
+      : await authenticateClient(deps, params, req, { fresh: grant.clientAuthentication === 'fresh', proof: jtiWithNonce ? undefined : proof });
+  const declared = new Map([...params].filter(([name]) => grant.parameters.includes(name)));
+  return grant.handle(deps, { params: declared, proof, nonce, auth, ip: req.ip });
 }
 
 export function formParameters(req: EndpointRequest): Map<string, string> {
@@ -68,11 +42,12 @@ export function formParameters(req: EndpointRequest): Map<string, string> {
   return parseForm(req.body);
 }
 
-function grantTypeIsSupported(params: Map<string, string>): string {
+function grantIsSupported(deps: GuardDeps, params: Map<string, string>, req: EndpointRequest): Grant {
   const grantType = params.get('grant_type');
   if (!grantType) throw new InvalidRequest('grant_type is required');
-  if (grantType !== GRANT_TOKEN_EXCHANGE && grantType !== GRANT_REFRESH_TOKEN && grantType !== GRANT_AUTHORIZATION_CODE) throw new UnsupportedGrantType('grant_type is not supported');
-  return grantType;
+  const grant = deps.grants.find(deps, grantType, { params, authorization: req.authorization });
+  if (!grant) throw new UnsupportedGrantType('grant_type is not supported');
+  return grant;
 }
 
 /**

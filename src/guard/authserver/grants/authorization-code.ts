@@ -10,6 +10,7 @@ import { policyAllows } from '../policy-gate';
 import { revokeSession } from '../tokens/refresh-tokens';
 import { startSession, type TokenResponse } from '../tokens/token-response';
 import { attestClient, authorizationRequest, clientRegistrationData, withAttestationToken } from './attested-client';
+import { defineGrant } from './grant';
 
 export interface AuthorizationCodeRequest {
   params: Map<string, string>;
@@ -23,6 +24,15 @@ export interface AuthorizationCodeRequest {
 /** RFC 7636 §4.1: 43 to 128 unreserved characters. */
 const CODE_VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
 
+/** RFC 6749 §4.1.3 with PKCE (RFC 7636): a patient app redeems the code of the patient's login. */
+export const authorizationCodeGrant = defineGrant({
+  type: GRANT_AUTHORIZATION_CODE,
+  parameters: ['code', 'code_verifier', 'redirect_uri', 'resource'],
+  nonce: 'required',
+  clientAuthentication: 'fresh',
+  handle: redeemAuthorizationCode,
+});
+
 /**
  * `grant_type=authorization_code` (CONTRACT 10): the code this guard sent to the app after the
  * patient's login, redeemed once by the client it was issued to, with the PKCE verifier, the
@@ -30,7 +40,7 @@ const CODE_VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;
  * policy with the patient as user. A second redemption answers `invalid_grant` and revokes the
  * session the first one started (RFC 6749 §4.1.2, RFC 9700 §4.2.4).
  */
-export async function authorizationCodeGrant(deps: GuardDeps, r: AuthorizationCodeRequest): Promise<TokenResponse> {
+async function redeemAuthorizationCode(deps: GuardDeps, r: AuthorizationCodeRequest): Promise<TokenResponse> {
   const { client } = r.auth;
   const { code, verifier, redirectUri } = parametersArePresent(deps, r.params);
   if (!client.grantTypes.includes(GRANT_AUTHORIZATION_CODE)) throw new UnauthorizedClient('this client is not registered for the authorization_code grant');

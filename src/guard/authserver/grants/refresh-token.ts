@@ -7,6 +7,7 @@ import { policyAllows } from '../policy-gate';
 import { isWorkloadInput } from '../../policy';
 import { findRefreshToken, refreshTokenHash, revokeSession, type RefreshTokenRecord } from '../tokens/refresh-tokens';
 import { rotatedTokens, type TokenResponse } from '../tokens/token-response';
+import { defineGrant } from './grant';
 
 export interface RefreshRequest {
   params: Map<string, string>;
@@ -15,11 +16,20 @@ export interface RefreshRequest {
   ip: string;
 }
 
+/** RFC 6749 §6: a session goes on with a rotated refresh token; the proof's nonce is optional (ZETA refresh flow). */
+export const refreshTokenGrant = defineGrant({
+  type: GRANT_REFRESH_TOKEN,
+  parameters: ['refresh_token', 'resource', 'audience', 'scope'],
+  nonce: 'optional',
+  clientAuthentication: 'cached',
+  handle: refreshGrant,
+});
+
 /**
  * Refresh: no attestation, the same DPoP key as the family,
  * the policy asked again, then rotation. A used or revoked token kills the family: 400 invalid_grant.
  */
-export async function refreshGrant(deps: GuardDeps, r: RefreshRequest): Promise<TokenResponse> {
+async function refreshGrant(deps: GuardDeps, r: RefreshRequest): Promise<TokenResponse> {
   const { ctx } = deps;
   const value = parametersArePresent(r);
   clientMayUseGrant(r.auth.client.grantTypes);

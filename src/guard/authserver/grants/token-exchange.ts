@@ -9,6 +9,7 @@ import { requestedScopes } from '../scope-request';
 import { verifySubjectToken } from '../subject-token/verify-subject-token';
 import { startSession, type TokenResponse } from '../tokens/token-response';
 import { attestClient, authorizationRequest, clientRegistrationData, withAttestationToken } from './attested-client';
+import { defineGrant } from './grant';
 
 export interface TokenExchangeRequest {
   params: Map<string, string>;
@@ -19,12 +20,21 @@ export interface TokenExchangeRequest {
   ip: string;
 }
 
+/** RFC 8693 token exchange by a registered client: an institution card's subject token for an access token (gemSpec_ZETA). */
+export const tokenExchangeGrant = defineGrant({
+  type: GRANT_TOKEN_EXCHANGE,
+  parameters: ['subject_token', 'subject_token_type', 'resource', 'audience', 'scope'],
+  nonce: 'required',
+  clientAuthentication: 'fresh',
+  handle: tokenExchange,
+});
+
 /**
  * Token exchange with attestation. The DPoP proof, its nonce and the
  * client assertion were checked by the token endpoint; here, in order: parameters, subject token,
  * client statement, policy, then tokens.
  */
-export async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): Promise<TokenResponse> {
+async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): Promise<TokenResponse> {
   const { client } = r.auth;
   const subjectToken = parametersArePresent(r.params, deps);
   clientMayUseGrant(client.grantTypes);

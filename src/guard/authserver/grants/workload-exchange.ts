@@ -14,6 +14,7 @@ import { authorizationRequest } from './attested-client';
 import { issueAccessToken, type SessionClaims } from '../tokens/access-token';
 import { createSession } from '../tokens/refresh-tokens';
 import { subjectAllowed, WorkloadIssuerUnreachable } from '../workload/workload-issuers';
+import { defineGrant, type GrantForm } from './grant';
 
 export const TOKEN_TYPE_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
 const ALGORITHMS = ['ES256', 'RS256'];
@@ -30,6 +31,33 @@ export interface WorkloadTokenResponse {
 }
 
 /**
+ * A workload's token exchange: no client authentication, a nonce optional. It takes the token
+ * exchanges that carry no client authentication and a subject token of a trusted workload issuer,
+ * or at least not an institution card's (those carry the card certificate in `x5c`); a client
+ * that forgot its assertion still gets 401 invalid_client from the client's token exchange.
+ */
+export const workloadExchangeGrant = defineGrant({
+  type: GRANT_TOKEN_EXCHANGE,
+  parameters: ['subject_token', 'subject_token_type', 'requested_token_type', 'resource', 'audience', 'scope'],
+  nonce: 'optional',
+  clientAuthentication: 'none',
+  takes: isWorkloadExchange,
+  handle: workloadExchange,
+});
+
+function isWorkloadExchange(deps: GuardDeps, form: GrantForm): boolean {
+  const { params } = form;
+  if (params.has('client_assertion') || params.has('client_assertion_type') || form.authorization !== undefined) return false;
+  const token = params.get('subject_token') ?? '';
+  try {
+    return deps.workloadIssuers.find(decodeJwt(token).iss) !== undefined || !('x5c' in decodeProtectedHeader(token));
+  } catch {
+    // Not a JWS at all: the workload path answers it (400 invalid_request).
+    return true;
+  }
+}
+
+/**
  * Workload token exchange (CONTRACT 11; ZETA service-to-service, next-wave.md 6): a service
  * presents a JWT from an issuer of WORKLOAD_ISSUERS_FILE instead of a registered client and an
  * institution card. In order, each failure with its stable description token: parameters (400),
@@ -37,7 +65,7 @@ export interface WorkloadTokenResponse {
  * single use across replicas, then scopes and policy; the access token is bound to the DPoP key
  * of the request (this guard issues no bearer tokens: every /fhir request needs DPoP).
  */
-export async function workloadExchange(deps: GuardDeps, r: { params: Map<string, string>; proof: VerifiedDpopProof; ip: string }): Promise<WorkloadTokenResponse> {
+async function workloadExchange(deps: GuardDeps, r: { params: Map<string, string>; proof: VerifiedDpopProof; ip: string }): Promise<WorkloadTokenResponse> {
   const token = parametersArePresent(r.params, deps);
   const issuer = issuerIsTrusted(deps, token);
   const claims = await signatureAndClaimsVerify(deps, issuer, token);

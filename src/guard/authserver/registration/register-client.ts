@@ -3,9 +3,9 @@ import { calculateJwkThumbprint, importJWK, type JWK } from 'jose';
 import type { AppContext } from '../../../context';
 import { DEFAULT_ATTESTATION_TYPE, type AttestationMethod, type AttestationMethods } from '../../attestation';
 import { Conflict, InvalidRequest, ResourceNotFound } from '../../errors';
-import type { GuardSettings } from '../../settings';
 import { clientKeyIsRegistered, deleteExpiredPendingClients, insertClient, type ClientRecord, type ClientStatus } from '../clients/client-store';
-import { GRANT_AUTHORIZATION_CODE, SUPPORTED_GRANT_TYPES } from '../../../protocol/oauth';
+import { GRANT_AUTHORIZATION_CODE } from '../../../protocol/oauth';
+import type { GuardDeps } from '../deps';
 import { answerTransaction, findTransaction, openTransaction } from './registration-transactions';
 import { EMAIL_CHALLENGE, emailCodeAnswer, mailerFor, MESSAGE_ID, normalizeEmail, openEmailChallenge, resendEmailCode } from './email-code';
 import { keyEncryptionFor } from '../../keys/key-encryption';
@@ -35,15 +35,16 @@ export type RegistrationOutcome = { status: 201; body: RegistrationResponse } | 
 
 /**
  * POST /register (RFC 7591): every member validated, one named step each; then the proof of the
- * attestation method (`methods`). A proof with a challenge opens a transaction (202) instead of
- * registering.
+ * attestation method. A proof with a challenge opens a transaction (202) instead of registering.
+ * The attestation types and grant types are those of the guard's registries.
  */
-export async function registerClient(ctx: AppContext, settings: GuardSettings, body: unknown, methods: AttestationMethods, state?: SharedState): Promise<RegistrationOutcome> {
+export async function registerClient(deps: Pick<GuardDeps, 'ctx' | 'settings' | 'attestation' | 'grants' | 'state'>, body: unknown): Promise<RegistrationOutcome> {
+  const { ctx, settings, attestation: methods, state } = deps;
   const b = bodyIsObject(body);
   const method = attestationTypeIsSupported(b, methods);
   const attestationType = method.type;
   authMethodIsPrivateKeyJwt(b);
-  const grantTypes = grantTypesAreSupported(b);
+  const grantTypes = grantTypesAreSupported(b, deps.grants.types());
   const { jwk, jkt } = await jwksHoldsOnePublicSigningKey(b);
   const clientName = clientNameIsValid(b);
   const redirectUris = redirectUrisAreValid(b);
@@ -177,10 +178,10 @@ function authMethodIsPrivateKeyJwt(b: Record<string, unknown>): void {
   if (b.token_endpoint_auth_method !== 'private_key_jwt') throw new InvalidRequest('token_endpoint_auth_method must be private_key_jwt');
 }
 
-function grantTypesAreSupported(b: Record<string, unknown>): string[] {
+function grantTypesAreSupported(b: Record<string, unknown>, supported: readonly string[]): string[] {
   const g = b.grant_types;
   if (!Array.isArray(g) || g.length === 0 || !g.every((x) => typeof x === 'string')) throw new InvalidRequest('grant_types must be a non-empty array of strings');
-  const unsupported = g.filter((x: string) => !(SUPPORTED_GRANT_TYPES as readonly string[]).includes(x));
+  const unsupported = g.filter((x: string) => !supported.includes(x));
   if (unsupported.length > 0) throw new InvalidRequest(`unsupported grant_types: ${unsupported.length} value(s)`);
   return [...new Set(g as string[])];
 }
