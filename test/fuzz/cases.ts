@@ -760,8 +760,16 @@ function fhirCase(d: Dice): Omit<FuzzCase, 'index' | 'auth'> {
 
 /** The guard's own endpoints, with broken forms, JSON and query strings. */
 function guardCase(d: Dice): Omit<FuzzCase, 'index' | 'auth'> {
-  const endpoint = d.pick(['/svc/v1/token', '/svc/v1/register', '/svc/v1/revoke', '/svc/v1/nonce', '/svc/v1/par', '/svc/v1/authorize', '/svc/v1/redirect', '/svc/v1/openid-providers', '/.well-known/oauth-authorization-server', '/.well-known/oauth-protected-resource', '/.well-known/openid-configuration', '/svc/v1/jwks', '/svc/v1/foo']);
   const headers: Record<string, string> = {};
+  if (d.chance(0.15)) {
+    // The additional security layer (gemSpec_ZETA ASL): its handshake and encrypted messages are CBOR; here bytes that are not.
+    const path = d.pick(['/ASL', '/ASL', `/ASL/${wireText(d)}`, `/ASL/${d.pick(['x', 'a'.repeat(64), '0'])}`, `/CertData.${wireText(d)}`, '/CertData.', `/svc/v${d.pick(['0', '2', '99', 'x', '1.0', wireText(d)])}/token`]);
+    const method = path.startsWith('/CertData') ? d.pick(['GET', 'HEAD']) : 'POST';
+    if (method === 'POST') headers['content-type'] = d.pick(['application/cbor', 'application/cbor', 'application/octet-stream', 'application/json', '']);
+    const body = method === 'POST' ? Buffer.from(d.chance(0.5) ? highBytes(d, d.int(600)) : Array.from({ length: d.int(300) }, () => d.int(256))) : undefined;
+    return { method, path, headers, body, what: `guard ${method} ${path.split('/')[1].slice(0, 12)}` };
+  }
+  const endpoint = d.pick(['/svc/v1/token', '/svc/v1/register', '/svc/v1/revoke', '/svc/v1/nonce', '/svc/v1/par', '/svc/v1/authorize', '/svc/v1/redirect', '/svc/v1/openid-providers', '/.well-known/oauth-authorization-server', '/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/fhir', '/.well-known/openid-configuration', '/svc/v1/jwks', '/svc/v1/foo']);
   const fields = ['grant_type', 'subject_token', 'subject_token_type', 'client_assertion', 'client_assertion_type', 'refresh_token', 'token', 'scope', 'resource', 'client_id', 'code', 'code_verifier', 'redirect_uri', 'request_uri', 'state', 'iss', 'idp_iss', 'error', ''];
   const pairs: string[] = [];
   for (let i = 0, n = d.int(6); i < n; i++) {
