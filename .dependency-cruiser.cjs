@@ -30,6 +30,20 @@ module.exports = {
       to: { path: '^src/(fhir|booking|subscriptions|guard|jobs|client|cli|attestation-helper)/|^src/(app|server|main)\\.ts$' },
     },
     {
+      name: 'demo-is-seed-data',
+      comment: 'The demo practice is plain resources in the booking vocabulary: no store, no HTTP, no other part.',
+      severity: 'error',
+      from: { path: layer('demo') },
+      to: { path: '^src/', pathNot: '^src/(demo|booking|protocol|shared)/' },
+    },
+    {
+      name: 'only-the-root-loads-demo-data',
+      comment: 'server.ts loads the demo practice into an empty store; no part below the composition root knows it.',
+      severity: 'error',
+      from: { path: '^src/[^/]+/', pathNot: '^src/(demo|cli)/' },
+      to: { path: layer('demo') },
+    },
+    {
       name: 'domain-below-http',
       comment: 'booking/ and subscriptions/ are domain code: no FHIR REST adapter, no guard, no composition.',
       severity: 'error',

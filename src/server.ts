@@ -5,13 +5,14 @@ import { composeTerminus, type Terminus } from './app';
 import { ConfigError, fhirBaseUrl, type Config } from './config';
 import type { AppContext } from './context';
 import { createLogger, type Logger } from './logger';
-import { DataDirInUse, demoResources, migrate, openDb, openTables, preloadSearchParameters, Repository, type Db } from './store';
+import { DataDirInUse, migrate, openDb, openTables, preloadSearchParameters, Repository, type Db } from './store';
 import { issue, outcome } from './shared/outcomes';
 import { API_VERSION, loadPolicyData } from './guard';
 import { preloadValidation } from './model';
 import { metricsAddressIsFree, startMetricsListener } from './metrics-listener';
 import { withTimeout } from './shared/timeout';
 import { startWorkloadSocket, workloadSocketWanted } from './workload-socket';
+import { demoResources } from './demo';
 
 export interface RunningServer {
   ctx: AppContext;
@@ -293,7 +294,7 @@ export function answerClientErrors(server: http.Server): void {
 async function loadDemoData(ctx: AppContext): Promise<void> {
   const repo = new Repository(ctx.db, fhirBaseUrl(ctx.config), ctx.now);
   if (!(await repo.isEmpty())) return;
-  // The demo set is validated by its own tests (test/store/demo.test.ts); bulk loading keeps the
+  // The demo set is validated by its own tests (test/demo/demo.test.ts); bulk loading keeps the
   // first start fast on PGlite.
   const resources = demoResources(ctx.now());
   await repo.bulkLoad(resources);

@@ -5,7 +5,6 @@
 export * from './db';
 export * from './migrate';
 export * from './repository';
-export * from './demo';
 export * from './search/dates';
 export * from './search/extract';
 export * from './search/parameters';

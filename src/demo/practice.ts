@@ -9,6 +9,7 @@ import type {
   Schedule,
   Slot,
 } from '@medplum/fhirtypes';
+import { BOOKING_CONFIRMATION_URL } from '../booking';
 import { addCalendarDays, slotWindows, wallDate, type OpeningHours } from '../protocol/opening-hours';
 
 /**
@@ -29,9 +30,6 @@ export function demoResources(now: Date): Resource[] {
   }
   return resources;
 }
-
-/** A Schedule carrying this extension books as `pending` (HTTP 202). */
-export const BOOKING_CONFIRMATION_URL = 'http://terminus.local/fhir/StructureDefinition/booking-confirmation';
 
 /** Demo slots cover this many days from `now`. */
 export const DEMO_HORIZON_DAYS = 30;
@@ -164,8 +162,9 @@ function doctorName(d: DoctorSpec): string {
 }
 
 /**
- * Seed 001 section 4 rule 1: every code system used to code offered services is exposed, found by
- * `context-type-value=https://gematik.de/fhir/isik/CodeSystem/ContextType|ResourceUsage$
+ * Every code system that codes the offered services is a CodeSystem of this repository, so a
+ * client can show its codes: found by `context-type-value=
+ * https://gematik.de/fhir/isik/CodeSystem/ContextType|ResourceUsage$
  * http://hl7.org/fhir/resource-types|HealthcareService` (and `|Schedule`).
  */
 function serviceCodeSystems(): CodeSystem[] {

@@ -1,6 +1,7 @@
 import type { CodeSystem, Practitioner, Resource, Schedule, Slot } from '@medplum/fhirtypes';
 import { validateResource } from '../../src/model/validation';
-import { BOOKING_CONFIRMATION_URL, DEMO_HORIZON_DAYS, demoResources } from '../../src/store/demo';
+import { BOOKING_CONFIRMATION_URL } from '../../src/booking';
+import { DEMO_HORIZON_DAYS, demoResources } from '../../src/demo';
 
 // A Saturday evening in November (CET, UTC+1): the next 30 days hold 21 or 22 weekdays.
 const NOW = new Date('2026-11-21T22:35:00Z');
