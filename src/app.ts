@@ -108,7 +108,7 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv, warmUp: (work: () => P
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
   });
-  // Ready: the store, Redis (when configured) and the policy engine answer (CONTRACT 13); each names its state.
+  // Ready: the store, Redis (when configured) and the policy engine answer (docs/requirements.md, Practice page and operations); each names its state.
   app.get('/readyz', async (_req, res) => {
     const checks = {
       store: await probe(() => ctx.db.query('SELECT 1')),
@@ -122,9 +122,9 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv, warmUp: (work: () => P
   const state = sharedState(ctx);
   const sessions = new RevokedSessions(ctx.db);
   app.use(guardRouter(ctx, { state, sessions, warmUp }));
-  // CONTRACT 12: the additional security layer; its inner requests run through this very app.
+  // The additional security layer (ASL); its inner requests run through this very app.
   app.use(aslRoutes(ctx, { state, app: () => app }));
-  // Issue 6: the enforcement point, then the protected application (embedded, or UPSTREAM_URL in proxy mode).
+  // The enforcement point, then the protected application (embedded, or UPSTREAM_URL in proxy mode).
   app.use('/fhir', aslRequired(ctx), enforcementPoint(ctx, { state, sessions, fhir: fhirReachPort(fhir), readBody: fhirBodyText() }), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx, fhir));
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const correlationId = res.locals.requestId as string;

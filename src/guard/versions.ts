@@ -25,7 +25,7 @@ export function versionEntries(versions: ApiVersion[], issuer: string): ApiVersi
 }
 
 /**
- * Seed 000 section 9 for `/svc/v{major}/…`: an unknown major is 404, a shut-down one 410, a
+ * API versions (docs/requirements.md, Discovery and versioning) for `/svc/v{major}/…`: an unknown major is 404, a shut-down one 410, a
  * deprecated one is served with a `Warning` header (RFC 7234 §5.5, code 299).
  */
 export function versionGate(versions: ApiVersion[]) {

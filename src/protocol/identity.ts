@@ -12,7 +12,7 @@ export interface RequestIdentity {
   /** Repository owners (REPOSITORY_OWNERS) see and manage everything. */
   isOwner: boolean;
   /**
-   * A patient (CONTRACT 10): their insurance number (KVNR). `institution` is then
+   * A patient (docs/requirements.md, Patients (authorization code flow)): their insurance number (KVNR). `institution` is then
    * `patientOwner(kvnr)`, the owner of what they book; their scopes are `patient/` scopes.
    */
   patient?: string;

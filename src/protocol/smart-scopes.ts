@@ -1,7 +1,7 @@
 /**
  * SMART App Launch v2 scopes (`system/Appointment.rs`, `patient/Appointment.cru`), the grammar
  * the authorization server grants and the enforcement point and FHIR layer check. `system/` is an
- * institution's or a service's reach, `patient/` a patient's own compartment (CONTRACT 10). A
+ * institution's or a service's reach, `patient/` a patient's own compartment (docs/requirements.md, Patients (authorization code flow)). A
  * leaf: imports nothing.
  */
 const SMART = /^(system|patient)\/(\*|[A-Z][A-Za-z]+)\.(c?r?u?d?s?)$/;

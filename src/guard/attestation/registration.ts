@@ -22,7 +22,7 @@ export interface RegistrationProof {
   /** Stored with the client: what later token exchanges verify against (`{tpm: {...}}`). */
   attestation: Record<string, unknown>;
   challenge?: RegistrationChallenge;
-  /** `required`: the registration is a phone's and binds an e-mail address (CONTRACT 10). */
+  /** `required`: the registration is a phone's and binds an e-mail address (docs/requirements.md, Patients (authorization code flow)). */
   userEmail?: 'required';
   /** The status the client starts in (default `pending_attestation`). */
   status?: 'pending_attestation' | 'pending_user_binding';

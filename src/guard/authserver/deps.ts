@@ -35,9 +35,9 @@ export interface GuardDeps {
   state: SharedState;
   /** Which sessions are alive (revocation, refresh-token reuse); shared with the enforcement point. */
   sessions: RevokedSessions;
-  /** Issuers of WORKLOAD_ISSUERS_FILE and their keys (CONTRACT 11). */
+  /** Issuers of WORKLOAD_ISSUERS_FILE and their keys (docs/requirements.md, Workload token exchange). */
   workloadIssuers: WorkloadIssuers;
-  /** Identity providers of OIDC_PROVIDERS_FILE: patients log in there (CONTRACT 10). */
+  /** Identity providers of OIDC_PROVIDERS_FILE: patients log in there (docs/requirements.md, Patients (authorization code flow)). */
   idps: UpstreamIdps;
   /** The one access-token verifier (the enforcement point uses the same class). */
   accessTokens: AccessTokenVerifier;

@@ -18,7 +18,7 @@ export function authorizationServerMetadata(deps: Pick<GuardDeps, 'settings' | '
   const base = `${settings.issuer}/svc/v${newestStableMajor(versions)}`;
   return {
     issuer: settings.issuer,
-    // Authorization code with PAR and PKCE for patient apps (CONTRACT 10).
+    // Authorization code with PAR and PKCE for patient apps (docs/requirements.md, Patients (authorization code flow)).
     authorization_endpoint: urls.authorize,
     pushed_authorization_request_endpoint: urls.par,
     require_pushed_authorization_requests: true,
@@ -48,7 +48,7 @@ export function authorizationServerMetadata(deps: Pick<GuardDeps, 'settings' | '
 }
 
 /**
- * OpenID Provider metadata for this guard as a workload issuer (CONTRACT 11): other guards find
+ * OpenID Provider metadata for this guard as a workload issuer (docs/requirements.md, Workload token exchange): other guards find
  * its `jwks_uri` here to verify the workload tokens `terminus workload-token` issues.
  */
 export function openidConfiguration(settings: GuardSettings, urls: ReturnType<typeof endpoints>, versions: ApiVersion[]) {

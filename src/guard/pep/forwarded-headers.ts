@@ -3,7 +3,7 @@ import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 import { InvalidPopp } from './errors';
 import type { PepSettings } from './settings';
 
-/** Seed 000 2.11 / ZETA A_25669-01: lower-case names, base64url JSON values. */
+/** ZETA A_25669-01: lower-case names, base64url JSON values. */
 export const USER_INFO = 'svc-user-info';
 export const CLIENT_DATA = 'svc-client-data';
 export const POPP_CONTENT = 'svc-popp-token-content';

@@ -4,7 +4,7 @@ import { scopeCovered, scopeNeed as need, type Permission, type ScopeContext, ty
 const ALL: Permission[] = ['c', 'r', 'u', 'd', 's'];
 
 /**
- * Issue 6 point 2: the scopes a request needs, from its reach (request-reach.ts): every
+ * The scopes a request needs, from its reach (request-reach.ts): every
  * interaction that runs (a transaction's or batch's entries included), `s` on every type its
  * searches reach through `_revinclude`, `_has` and chains (what `_include` returns the FHIR layer
  * cuts down to the types the token may read, fhir/search.ts), and every permission on

@@ -1,8 +1,8 @@
 import type { PolicyData } from './types';
 
 /**
- * CONTRACT 10: what a patient (authorization-code flow) gets unless POLICY_FILE names
- * `scopes.patient`. `patient/Appointment.crus` adds search to the contract's `.cru`: an app lists
+ * docs/requirements.md, Patients (authorization code flow): what a patient gets unless POLICY_FILE names
+ * `scopes.patient`. `patient/Appointment.crus` adds search to the documented `.cru`: an app lists
  * its user's appointments (the enforcement point and the store limit every answer to them).
  */
 export const DEFAULT_PATIENT_SCOPES = [

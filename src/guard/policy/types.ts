@@ -22,7 +22,7 @@ export interface PolicyInput {
     commonName: string;
     organizationName?: string;
     repository_owner: boolean;
-    /** A patient logged in at an IdP (CONTRACT 10): `identifier` is the KVNR, there is no profession. */
+    /** A patient logged in at an IdP (docs/requirements.md, Patients (authorization code flow)): `identifier` is the KVNR, there is no profession. */
     patient?: boolean;
   };
   authorization_request: AuthorizationRequest;
@@ -41,7 +41,7 @@ export interface AuthorizationRequest {
 }
 
 /**
- * Input of a workload token exchange (CONTRACT 11, ZETA service-to-service): the workload the
+ * Input of a workload token exchange (ZETA service-to-service; docs/requirements.md, Workload token exchange): the workload the
  * token names instead of a registered client and a user.
  */
 export interface WorkloadPolicyInput {

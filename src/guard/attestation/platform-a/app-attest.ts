@@ -6,7 +6,7 @@ import * as pkijs from 'pkijs';
 import { InvalidRequest } from '../../errors';
 
 /**
- * Apple App Attest structures (next-wave.md 3.1; Apple, "Validating apps that connect to your
+ * Apple App Attest structures (Apple, "Validating apps that connect to your
  * server"). Written here because no maintained package checks them with a configurable root and
  * the full AAGUID: the attestation object (CBOR), its authenticator data, the credential
  * certificate's nonce extension, and the assertion of later requests.
@@ -18,7 +18,7 @@ const NONCE_EXTENSION = '1.2.840.113635.100.8.2';
 export const AAGUID_PRODUCTION = Buffer.concat([Buffer.from('appattest', 'ascii'), Buffer.alloc(7)]);
 export const AAGUID_DEVELOPMENT = Buffer.from('appattestdevelop', 'ascii');
 
-/** A refusal with the stable token of CONTRACT 10 in front of its reason. */
+/** A refusal with the stable token (docs/requirements.md, Mobile clients and e-mail codes) in front of its reason. */
 export const refused = (token: string, reason: string) => new InvalidRequest(`${token}: ${reason}`);
 
 export interface AttestationObject {

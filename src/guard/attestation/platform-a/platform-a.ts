@@ -36,7 +36,7 @@ export interface PlatformARegistration {
 }
 
 /**
- * `attestation_type: "platform_a"` (CONTRACT 10, Apple App Attest), one named step each, each
+ * `attestation_type: "platform_a"` (Apple App Attest; docs/requirements.md, Mobile clients and e-mail codes), one named step each, each
  * failure 400 `invalid_request` with its token: the attestation object's format, the chain to
  * PLATFORM_A_TRUST_ANCHORS (RFC 5280 by pkijs), the client key's self-signature, the nonce
  * SHA-256(authData ‖ SHA-256(canonical client JWK)) in the certificate, key id = SHA-256(key),

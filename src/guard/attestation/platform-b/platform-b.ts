@@ -47,7 +47,7 @@ interface KeyFacts {
 }
 
 /**
- * `attestation_type: "platform_b"` (CONTRACT 10, Android key attestation), one named step each,
+ * `attestation_type: "platform_b"` (Android key attestation; docs/requirements.md, Mobile clients and e-mail codes), one named step each,
  * each failure 400 `invalid_request` with its token: the chain (leaf first) to
  * PLATFORM_B_TRUST_ANCHORS by pkijs (`attestation_chain_untrusted`), none of its certificates
  * REVOKED in the status list (`certificate_revoked`; the list unreadable for a day: 503), the

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { TemporarilyUnavailable } from '../../errors';
 
-/** Refetched after an hour; a copy older than a day is not used (fail closed, CONTRACT 2). */
+/** Refetched after an hour; a copy older than a day is not used (fail closed: a stale list could miss a revoked key). */
 const REFRESH_MS = 3_600_000;
 const MAX_AGE_MS = 86_400_000;
 const FETCH_TIMEOUT_MS = 10_000;
@@ -9,7 +9,7 @@ const FETCH_TIMEOUT_MS = 10_000;
 type Entries = Record<string, { status?: unknown }>;
 
 /**
- * Google's attestation status list (next-wave.md 3.2; android/keyattestation
+ * Google's attestation status list (android/keyattestation
  * `GoogleRevocationList.kt`): `{entries: {<serial hex>: {status: "REVOKED" | "SUSPENDED", ...}}}`.
  * Only REVOKED revokes, as in Google's library. Fetched from a URL or read from a file, cached;
  * when it cannot be had and the copy held is older than a day, registrations fail (503) rather

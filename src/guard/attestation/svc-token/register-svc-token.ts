@@ -18,7 +18,7 @@ export interface SvcTokenRegistration {
 }
 
 /**
- * `attestation_type: "svc_attestation_token"` (CONTRACT 8): a token another guard instance issued
+ * `attestation_type: "svc_attestation_token"` (docs/requirements.md, Hardware attestation): a token another guard instance issued
  * after it saw the client's hardware attest. One named step each: the issuer is trusted, the
  * signature verifies with its published keys, the claims say hardware-bound and verified, the token
  * names this client key (`cnf.jkt`), the client key signed its own canonical JWK, and the token

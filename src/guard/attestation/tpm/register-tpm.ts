@@ -20,11 +20,11 @@ export interface TpmRegistration {
   ek_certificate: string;
 }
 
-/** 400 `invalid_request` whose description starts with the stable token of CONTRACT 8. */
+/** 400 `invalid_request` whose description starts with the stable token (docs/requirements.md, Hardware attestation). */
 const refuse = (token: string, message: string) => new InvalidRequest(`${token}: ${message}`);
 
 /**
- * `attestation_type: "tpm"` (CONTRACT 8), each check a named step: structures, EK and AK
+ * `attestation_type: "tpm"` (docs/requirements.md, Hardware attestation), each check a named step: structures, EK and AK
  * attributes, EK chain to TPM_EK_TRUST_ANCHORS, EK certificate key, the AK's signature over the
  * client key, then MakeCredential to the EK with the AK's Name. The client is registered only once
  * it returns the secret at /register/verify: the TPM releases it only to the object with that Name

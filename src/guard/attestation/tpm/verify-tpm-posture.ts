@@ -11,7 +11,7 @@ import { QuoteError, verifyQuote } from './verify-quote';
 const BINARY_MEMBERS = ['tpm_attestation_key', 'tpm_quote', 'tpm_event_log'] as const;
 
 /**
- * `posture_type: "tpm"` (CONTRACT 8), one named step each: the client registered a TPM, the
+ * `posture_type: "tpm"` (docs/requirements.md, Hardware attestation), one named step each: the client registered a TPM, the
  * posture names its AK and EK certificate, the quote is by that AK over the attestation challenge of
  * this nonce and the event log replays to it. The PCR values go to the policy
  * (`attestation_result.tpm`), which judges them against `tpm.pcr_baselines`.

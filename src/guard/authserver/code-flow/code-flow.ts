@@ -8,7 +8,7 @@ import { authenticateClient, formParameters, type EndpointRequest } from '../tok
 import { newHandle, redeemAuthorization, saveAuthorization, type AuthorizedUser, type PushedRequest, type UpstreamLogin } from './authorizations';
 import { IdpUnavailable, LoginRejected } from './upstream-idps';
 
-/** RFC 9126 §2.2: request URIs are short-lived (CONTRACT 10: 60 s), and so are codes (RFC 6749 §4.1.2). */
+/** RFC 9126 §2.2: request URIs are short-lived (60 s), and so are codes (RFC 6749 §4.1.2). */
 export const REQUEST_URI_TTL_SEC = 60;
 export const CODE_TTL_SEC = 60;
 /** The user's time at the IdP (login and consent). */
@@ -24,7 +24,7 @@ export interface Redirect {
 }
 
 /**
- * POST /par (RFC 9126, CONTRACT 10): a registered client, authenticated by private_key_jwt,
+ * POST /par (RFC 9126, docs/requirements.md, Patients (authorization code flow)): a registered client, authenticated by private_key_jwt,
  * pushes its authorization request; PKCE S256 only, a registered redirect URI, `state`, scopes
  * within the patient scopes, an IdP of OIDC_PROVIDERS_FILE. → `{request_uri, expires_in}`.
  */

@@ -36,7 +36,7 @@ interface Loaded {
 }
 
 /**
- * The relying-party side of the authorization-code flow (CONTRACT 10, next-wave.md 5), on
+ * The relying-party side of the authorization-code flow (docs/requirements.md, Patients (authorization code flow)), on
  * oauth4webapi: discovery, PKCE S256, state and nonce, PAR at the IdP when it offers it,
  * private_key_jwt or a client secret, the RFC 9207 `iss` check, the code exchange with the
  * id_token's claims checked by the library, its JWE layer decrypted with our key, and its

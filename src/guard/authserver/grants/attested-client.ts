@@ -52,7 +52,7 @@ export function authorizationRequest(deps: GuardDeps, scopes: string[], grantTyp
   return { scopes, resource, audience: [resource], grant_type: grantType, ip_address: ip, http_method: 'POST' };
 }
 
-/** After a hardware attestation the tokens come with a service attestation token (CONTRACT 8). */
+/** After a hardware attestation the tokens come with a service attestation token (docs/requirements.md, Hardware attestation). */
 export async function withAttestationToken(deps: GuardDeps, tokens: TokenResponse, client: ClientRecord, attestation: AttestationResult): Promise<TokenResponse> {
   if (!attestation.hardware) return tokens;
   const svcAttToken = await issueAttestationToken(deps.keys, deps.settings, deps.ctx.now(), {

@@ -34,7 +34,7 @@ export const authorizationCodeGrant = defineGrant({
 });
 
 /**
- * `grant_type=authorization_code` (CONTRACT 10): the code this guard sent to the app after the
+ * `grant_type=authorization_code` (docs/requirements.md, Patients (authorization code flow)): the code this guard sent to the app after the
  * patient's login, redeemed once by the client it was issued to, with the PKCE verifier, the
  * redirect URI of the request, the DPoP key named at PAR (if any), the client's posture, then the
  * policy with the patient as user. A second redemption answers `invalid_grant` and revokes the

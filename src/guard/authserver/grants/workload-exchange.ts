@@ -18,7 +18,7 @@ import { defineGrant, type GrantForm } from './grant';
 
 export const TOKEN_TYPE_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
 const ALGORITHMS = ['ES256', 'RS256'];
-/** CONTRACT 11: `exp`, `nbf` and `iat` with 60 s of clock skew. */
+/** docs/requirements.md, Workload token exchange: `exp`, `nbf` and `iat` with 60 s of clock skew. */
 const SKEW_SEC = 60;
 
 /** The answer of a workload exchange: an access token only, never a refresh token. */
@@ -58,7 +58,7 @@ function isWorkloadExchange(deps: GuardDeps, form: GrantForm): boolean {
 }
 
 /**
- * Workload token exchange (CONTRACT 11; ZETA service-to-service, next-wave.md 6): a service
+ * Workload token exchange (ZETA service-to-service; docs/requirements.md, Workload token exchange): a service
  * presents a JWT from an issuer of WORKLOAD_ISSUERS_FILE instead of a registered client and an
  * institution card. In order, each failure with its stable description token: parameters (400),
  * trusted issuer, signature (ES256/RS256, keys from the issuer), audience, times, subject, `jti`

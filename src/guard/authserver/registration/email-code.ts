@@ -8,7 +8,7 @@ import { deleteExpiredTransactions, openTransaction, replaceAnswer } from './reg
 import { hitRateLimit, rateLimitHeaders } from '../../state/rate-limit';
 import type { SharedState } from '../../state/shared-state';
 
-/** CONTRACT 10 / next-wave.md 4: six digits, five minutes, five tries, a mail a minute, three mails. */
+/** docs/requirements.md, Mobile clients and e-mail codes: six digits, five minutes, five tries, a mail a minute, three mails. */
 export const EMAIL_CODE_TTL_SEC = 300;
 export const EMAIL_CODE_MAX_FAILURES = 5;
 export const RESEND_COOLDOWN_SEC = 60;

@@ -22,7 +22,7 @@ export interface RegistrationResponse {
   status: ClientStatus;
 }
 
-/** The 202 answer of a registration that waits for a challenge (CONTRACT 8). */
+/** The 202 answer of a registration that waits for a challenge (docs/requirements.md, Hardware attestation). */
 export interface PendingRegistrationResponse {
   transaction_id: string;
   status: 'pending_verification';
@@ -68,7 +68,7 @@ export async function registerClient(deps: Pick<GuardDeps, 'ctx' | 'settings' | 
   };
   if (proof?.userEmail === 'required' && email === undefined) throw new InvalidRequest('user_email is required: a phone registration is bound to an e-mail address');
   if (email !== undefined) {
-    // A mobile user (CONTRACT 10): the client is registered once the mailed code comes back.
+    // A mobile user (docs/requirements.md, Patients (authorization code flow)): the client is registered once the mailed code comes back.
     if (await clientKeyIsRegistered(ctx, jkt)) throw new Conflict('a client with this client instance key is already registered');
     const challenge = await openEmailChallenge(ctx, keyEncryptionFor(ctx), mailerFor(ctx), client, email, state);
     return {
@@ -91,7 +91,7 @@ export async function registerClient(deps: Pick<GuardDeps, 'ctx' | 'settings' | 
 }
 
 /**
- * `user_email` asks for the e-mail binding of a mobile registration (CONTRACT 10): a software
+ * `user_email` asks for the e-mail binding of a mobile registration (docs/requirements.md, Patients (authorization code flow)): a software
  * client (a phone app) may send it; the hardware types of stationary clients may not.
  */
 function userEmailFor(b: Record<string, unknown>, method: AttestationMethod): string | undefined {
@@ -101,7 +101,7 @@ function userEmailFor(b: Record<string, unknown>, method: AttestationMethod): st
 }
 
 /**
- * POST /register/resend (CONTRACT 10): a new e-mail code for a pending registration, 202
+ * POST /register/resend (docs/requirements.md, Patients (authorization code flow)): a new e-mail code for a pending registration, 202
  * `{transaction_id, expires_in}`; 429 with Retry-After inside a minute of the last mail or after
  * the third.
  */
@@ -113,7 +113,7 @@ export async function resendRegistrationCode(ctx: AppContext, body: unknown, sta
 }
 
 /**
- * POST /register/verify (CONTRACT 8, 10): the answer to the challenge of a pending registration.
+ * POST /register/verify (docs/requirements.md, Hardware attestation; Mobile clients and e-mail codes): the answer to the challenge of a pending registration.
  * Right: the client is registered (201). Wrong: 400; the third wrong TPM answer or the fifth wrong
  * e-mail code ends the transaction. Unknown, expired or used: 404. A key registered meanwhile: 409.
  */

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { AppContext } from '../../../context';
 import type { ClientRecord } from '../clients/client-store';
 
-/** Wrong answers a TPM activation survives; the last one ends it (CONTRACT 8: the third wrong answer). */
+/** Wrong answers a TPM activation survives; the last one ends it (docs/requirements.md, Hardware attestation: the third wrong answer). */
 export const MAX_FAILURES = 3;
 
 /** What else a transaction may hold: its id (already mailed), its own failure limit, an e-mail challenge. */

@@ -16,7 +16,7 @@ export interface SessionClaims {
   product_id: string;
   product_version: string;
   platform: string;
-  /** A patient's insurance number (authorization-code flow, CONTRACT 10); absent for institutions and workloads. */
+  /** A patient's insurance number (authorization-code flow, docs/requirements.md, Patients (authorization code flow)); absent for institutions and workloads. */
   kvnr?: string;
   /** The IdP the patient logged in at. */
   idp?: string;

@@ -5,7 +5,7 @@ import type { SigningKeys } from '../../keys/signing-keys';
 import type { GuardSettings } from '../../settings';
 
 /**
- * The service attestation token (`svc_att_token`, seed 000 2.7, CONTRACT 8): this guard saw the
+ * The service attestation token (`svc_att_token`; docs/requirements.md, Hardware attestation): this guard saw the
  * client's hardware attest. Signed with the guard's key (published at `jwks_uri`) so another guard
  * instance can accept it at registration. `cnf.jkt` names the client instance key, so the token
  * registers that key only.

@@ -11,12 +11,12 @@ export interface Session {
   clientId: string;
   jkt: string;
   claims: SessionClaims;
-  /** A workload's session (CONTRACT 11) has no refresh token: its input is never refreshed. */
+  /** A workload's session (docs/requirements.md, Workload token exchange) has no refresh token: its input is never refreshed. */
   policyInput: PolicyInput | WorkloadPolicyInput;
   createdAt: Date;
   expiresAt: Date;
   revokedAt?: Date;
-  /** A workload's session (CONTRACT 11): `clientId` names the workload, not a registered client. */
+  /** A workload's session (docs/requirements.md, Workload token exchange): `clientId` names the workload, not a registered client. */
   workload?: boolean;
 }
 
@@ -44,7 +44,7 @@ function sessionParams(s: Session): unknown[] {
   return [s.sid, s.clientId, s.jkt, JSON.stringify(s.claims), JSON.stringify(s.policyInput), s.createdAt, s.expiresAt, s.workload === true];
 }
 
-/** A session without refresh tokens (a workload's, CONTRACT 11). */
+/** A session without refresh tokens (a workload's, docs/requirements.md, Workload token exchange). */
 export async function createSession(ctx: AppContext, s: Session): Promise<void> {
   await ctx.db.query(INSERT_SESSION, sessionParams(s));
 }

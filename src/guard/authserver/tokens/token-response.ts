@@ -14,7 +14,7 @@ export interface TokenResponse {
   refresh_token: string;
   refresh_expires_in: number;
   issued_token_type: typeof TOKEN_TYPE_ACCESS_TOKEN;
-  /** After a hardware attestation (CONTRACT 8). */
+  /** After a hardware attestation (docs/requirements.md, Hardware attestation). */
   svc_att_token?: string;
 }
 

@@ -3,14 +3,14 @@ import { SignJWT } from 'jose';
 import type { SigningKeys } from '../../keys/signing-keys';
 import type { GuardSettings } from '../../settings';
 
-/** CONTRACT 11 (next-wave.md 6): workload tokens live at most an hour. */
+/** docs/requirements.md, Workload token exchange: workload tokens live at most an hour. */
 export const MAX_WORKLOAD_TOKEN_TTL_SEC = 3600;
 
 /** A subject, audience or lifetime a workload token cannot have. */
 export class InvalidWorkloadRequest extends Error {}
 
 /**
- * This guard as a workload issuer (CONTRACT 11): a JWT `{iss, sub, aud, iat, nbf, exp, jti}` with
+ * This guard as a workload issuer (docs/requirements.md, Workload token exchange): a JWT `{iss, sub, aud, iat, nbf, exp, jti}` with
  * header `{alg: ES256, kid, typ: JWT}`, signed with the key published at `jwks_uri`, for another
  * guard's token endpoint (`aud`) to exchange. `typ` keeps it from passing as one of our access
  * tokens (`at+jwt`).

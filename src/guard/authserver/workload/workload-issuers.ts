@@ -6,7 +6,7 @@ export class WorkloadIssuerUnreachable extends Error {}
 
 const FETCH_TIMEOUT_MS = 5_000;
 const METADATA_TTL_MS = 3_600_000;
-/** CONTRACT 11: an unknown `kid` refetches the key set, at most once a minute. */
+/** docs/requirements.md, Workload token exchange: an unknown `kid` refetches the key set, at most once a minute. */
 const REFETCH_COOLDOWN_MS = 60_000;
 
 /**
