@@ -31,6 +31,7 @@ const STORE_FREE = [
   'test/server.test.ts',
   'test/store/extract-absent.test.ts',
   'test/store/pglite-queue.test.ts',
+  'test/store/retried-transaction.test.ts',
   'test/subscriptions/group-commit.test.ts',
   'test/subscriptions/rest-hook.test.ts',
 ];
@@ -58,7 +59,9 @@ const REDIS_FREE = [
   'test/store/connection-loss.test.ts',
   'test/store/index-keys.test.ts',
   'test/store/index-rows.test.ts',
+  'test/store/index-writer.test.ts',
   'test/store/pool.test.ts',
+  'test/store/repository-retry.test.ts',
   'test/store/repository.test.ts',
   'test/store/search.test.ts',
   'test/store/window-cache.test.ts',

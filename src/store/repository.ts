@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { Resource } from '@medplum/fhirtypes';
 import { gone, notFound, preconditionFailed } from '../shared/outcomes';
 import { canSee, type Viewer, type Writer } from '../shared/owner';
-import { SqlState, sqlState, type Db } from './db';
+import { retriedTransaction, SqlState, type Db, type RetryOptions } from './db';
 import { extractIndexRows, type IndexRows } from './search/extract';
 import { deleteIndexRows, indexWriteCtes, insertIndexRows } from './search/index-writer';
 import { executeSearch, type SearchRequest, type SearchResult } from './search/sql';
@@ -109,6 +109,16 @@ export class Repository {
   /** Runs fn on a repository bound to one transaction (all-or-nothing); nested calls share it. */
   withTransaction<T>(fn: (repo: Repository) => Promise<T>): Promise<T> {
     return this.inTransaction(fn);
+  }
+
+  /**
+   * withTransaction, run again in a new transaction when PostgreSQL aborted it for a concurrent
+   * one (`retriedTransaction`: serialization failures and deadlocks unless `opts.retryOn` says
+   * otherwise, a bounded number of runs, a random pause between them). Inside an outer
+   * transaction it runs once.
+   */
+  withRetriedTransaction<T>(fn: (repo: Repository) => Promise<T>, opts?: RetryOptions): Promise<T> {
+    return retriedTransaction(this.db, (tx) => fn(this.boundTo(tx)), opts);
   }
 
   async readRow(type: string, id: string, opts: { forUpdate?: boolean } = {}): Promise<StoredRow | undefined> {
@@ -280,36 +290,33 @@ export class Repository {
   private async write(resource: Resource, opts: WriteOptions, mode: 'create' | 'update'): Promise<{ resource: Resource; created: boolean }> {
     const type = resource.resourceType;
     const id = resource.id as string;
-    // Two PUTs creating the same new id race on the primary key: the loser retries as an update.
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await this.inTransaction(async (tx) => {
-          // A server-assigned id (create) names no stored row: nothing to read or lock.
-          const row = mode === 'create' ? undefined : await tx.readRow(type, id, { forUpdate: true });
-          if (row && !canSee(row.owner, opts.scope, row.resource)) throw notFound(type, id);
-          if (opts.ifMatch !== undefined) {
-            if (!row) throw preconditionFailed(`${type}/${id} does not exist; If-Match cannot match`);
-            checkIfMatch(opts.ifMatch, row.versionId);
-          }
-          const previous = row && !row.deleted ? row.resource : undefined;
-          await tx.intercept({ interaction: opts.interaction ?? mode, type, resource, previous });
-          const checked = opts.validate ? opts.validate(resource) : resource;
-          const versionId = (row?.versionId ?? 0) + 1;
-          const lastUpdated = tx.now().toISOString();
-          const stored: Resource = { ...checked, id, meta: { ...checked.meta, versionId: String(versionId), lastUpdated } };
-          const owner = row ? row.owner : (opts.owner ?? null);
-          // One statement (data-modifying CTEs): the resource row, its version, its index rows and
-          // the caller's rows alongside change together in a single round trip.
-          const { sql, params } = writeStatement({ type, id, versionId, lastUpdated, stored, owner, exists: !!row }, extractIndexRows(stored, this.baseUrl), opts.alongside?.(id));
-          await tx.db.query(sql, params, { prepare: true });
-          tx.remember(type, id, { resource: stored, deleted: false, owner, versionId });
-          return { resource: stored, created: !row || row.deleted };
-        });
-      } catch (err) {
-        if (mode === 'update' && attempt < 2 && sqlState(err) === SqlState.uniqueViolation && !this.db.inTransaction) continue;
-        throw err;
-      }
-    }
+    // Two PUTs creating the same new id race on the primary key: the loser runs again, as an update.
+    const retryOn = mode === 'update' ? [SqlState.uniqueViolation] : [];
+    return this.withRetriedTransaction(
+      async (tx) => {
+        // A server-assigned id (create) names no stored row: nothing to read or lock.
+        const row = mode === 'create' ? undefined : await tx.readRow(type, id, { forUpdate: true });
+        if (row && !canSee(row.owner, opts.scope, row.resource)) throw notFound(type, id);
+        if (opts.ifMatch !== undefined) {
+          if (!row) throw preconditionFailed(`${type}/${id} does not exist; If-Match cannot match`);
+          checkIfMatch(opts.ifMatch, row.versionId);
+        }
+        const previous = row && !row.deleted ? row.resource : undefined;
+        await tx.intercept({ interaction: opts.interaction ?? mode, type, resource, previous });
+        const checked = opts.validate ? opts.validate(resource) : resource;
+        const versionId = (row?.versionId ?? 0) + 1;
+        const lastUpdated = tx.now().toISOString();
+        const stored: Resource = { ...checked, id, meta: { ...checked.meta, versionId: String(versionId), lastUpdated } };
+        const owner = row ? row.owner : (opts.owner ?? null);
+        // One statement (data-modifying CTEs): the resource row, its version, its index rows and
+        // the caller's rows alongside change together in a single round trip.
+        const { sql, params } = writeStatement({ type, id, versionId, lastUpdated, stored, owner, exists: !!row }, extractIndexRows(stored, this.baseUrl), opts.alongside?.(id));
+        await tx.db.query(sql, params, { prepare: true });
+        tx.remember(type, id, { resource: stored, deleted: false, owner, versionId });
+        return { resource: stored, created: !row || row.deleted };
+      },
+      { retryOn },
+    );
   }
 
   /** Runs the interceptors of the event's type, in the order they were composed. */
@@ -320,9 +327,12 @@ export class Repository {
   }
 
   private inTransaction<T>(fn: (tx: Repository) => Promise<T>): Promise<T> {
-    return this.db.transaction((tx) => {
-      return fn(tx === this.db ? this : this.on(tx));
-    });
+    return this.db.transaction((tx) => fn(this.boundTo(tx)));
+  }
+
+  /** This repository on the Db of a transaction it opened (itself when it already was in one). */
+  private boundTo(tx: Db): Repository {
+    return tx === this.db ? this : this.on(tx);
   }
 }
 

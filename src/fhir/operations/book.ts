@@ -1,7 +1,7 @@
 import type { OperationDefinition, Reference } from '@medplum/fhirtypes';
 import { referencedId } from '../../shared/references';
 import { appointmentIdOf, book, bookingContext, checkProposal, type BookInput } from '../../booking';
-import { SqlState, sqlState } from '../../store';
+import { SqlState, sqlState, TRANSIENT_STATES } from '../../store';
 import { badRequest, conflict } from '../../shared/outcomes';
 import { preferHeader, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { written } from '../interactions';
@@ -35,10 +35,6 @@ const BOOK_DEFINITION = {
   ],
 } as const satisfies OperationDefinition;
 
-/** A booking that races on one slot or id with another retries on these, then answers 409. */
-const RETRIED = new Set<string>([SqlState.serializationFailure, SqlState.deadlockDetected]);
-const ATTEMPTS = 3;
-
 export const bookOperation: Operation = {
   definition: definitionOf(BOOK_DEFINITION),
   // $book creates an Appointment; a re-booking cancels one of the caller's own, which the booking checks.
@@ -53,18 +49,17 @@ async function bookHandler(req: FhirRequest, env: FhirEnv): Promise<FhirResponse
     checkProposal(input.appointment, env.ctx.now());
     return startAsync(req, env);
   }
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const result = await env.repo.withTransaction((repo) => book(bookingContext(repo, req.identity), input));
-      return written(result.appointment, result.pending ? 202 : 201, env, req);
-    } catch (err) {
-      const state = sqlState(err);
-      if (state && RETRIED.has(state) && attempt < ATTEMPTS && !env.repo.db.inTransaction) continue;
-      if (state && (RETRIED.has(state) || state === SqlState.uniqueViolation || state === SqlState.exclusionViolation)) {
-        throw conflict('The appointment could not be booked: a concurrent booking took the slot or id', 'Appointment');
-      }
-      throw err;
+  // A booking that races on one slot or id with another runs again (serialization failure,
+  // deadlock); a race it still loses answers 409.
+  try {
+    const result = await env.repo.withRetriedTransaction((repo) => book(bookingContext(repo, req.identity), input));
+    return written(result.appointment, result.pending ? 202 : 201, env, req);
+  } catch (err) {
+    const state = sqlState(err);
+    if (state && (TRANSIENT_STATES.includes(state) || state === SqlState.uniqueViolation || state === SqlState.exclusionViolation)) {
+      throw conflict('The appointment could not be booked: a concurrent booking took the slot or id', 'Appointment');
     }
+    throw err;
   }
 }
 

@@ -5,12 +5,13 @@ import type { Db } from './db';
 /**
  * Database access: one `Db` surface (`db.ts`) over a PostgreSQL pool (`pg-pool.ts`, bounded by
  * `timeouts.ts`) or PGlite (`pglite.ts`, its directory held by `data-dir-lock.ts`); what a failure
- * means in `errors.ts`.
+ * means in `errors.ts`, and which failures a transaction runs again after in `retried-transaction.ts`.
  */
 export type { Db, QueryOptions, QueryResult } from './db';
 export { DataDirInUse } from './data-dir-lock';
 export { SqlState, sqlState, StoreBusy, StoreUnavailable } from './errors';
 export { openPglite, openPgliteFromImage, pgliteImage } from './pglite';
+export { retriedTransaction, TRANSIENT_STATES, type RetryOptions } from './retried-transaction';
 export { STORE_CONNECT_TIMEOUT_MS, STORE_QUERY_TIMEOUT_MS, STORE_STATEMENT_TIMEOUT_MS } from './timeouts';
 
 export interface OpenDbOptions {

@@ -1,0 +1,71 @@
+import type { Patient } from '@medplum/fhirtypes';
+import type { AppContext } from '../../src/context';
+import { Repository } from '../../src/store/repository';
+import type { WriteInterceptor } from '../../src/store/write-interceptors';
+import { createTestContext } from '../helpers/context';
+
+/** Resolves once `n` callers are waiting in it. */
+function barrier(n: number): () => Promise<void> {
+  let arrived = 0;
+  let open!: () => void;
+  const all = new Promise<void>((resolve) => (open = resolve));
+  return () => {
+    if (++arrived === n) open();
+    return all;
+  };
+}
+
+/**
+ * The repository's transactions that lose a race run again (store/db/retried-transaction.ts):
+ * a PUT that creates an id another PUT created a moment before, and a transaction PostgreSQL
+ * aborted to break a deadlock. PGlite runs one transaction at a time, so neither race can happen
+ * there: PostgreSQL only.
+ */
+(process.env.DATABASE_URL ? describe : describe.skip)('retried transactions of the repository on PostgreSQL', () => {
+  let ctx: AppContext;
+  beforeAll(async () => {
+    ctx = await createTestContext();
+  });
+  afterAll(() => ctx.db.close());
+
+  const patient = (id: string, family: string): Patient => ({ resourceType: 'Patient', id, name: [{ family }] });
+
+  test('two PUTs creating one new id at once both succeed: the one that loses the insert runs again as an update', async () => {
+    // Both writes have found no row before either inserts one.
+    const bothRead = barrier(2);
+    let runs = 0;
+    const meet: WriteInterceptor = {
+      name: 'meet',
+      types: ['Patient'],
+      beforeWrite: async () => {
+        if (++runs <= 2) await bothRead();
+      },
+    };
+    const repo = new Repository(ctx.db, 'http://localhost:8080/fhir', () => new Date(), [meet]);
+    const results = await Promise.all([repo.update(patient('rr-new', 'Erste')), repo.update(patient('rr-new', 'Zweite'))]);
+    expect(runs).toBe(3);
+    expect(results.map((r) => r.created).sort()).toEqual([false, true]);
+    expect(results.map((r) => r.resource.meta?.versionId).sort()).toEqual(['1', '2']);
+    const { rows } = await ctx.db.query<{ n: number }>("SELECT count(*)::int AS n FROM resource_version WHERE resource_type = 'Patient' AND id = 'rr-new'");
+    expect(rows[0].n).toBe(2);
+  });
+
+  test('of two transactions locking two rows in opposite order, the one aborted for the deadlock runs again and both commit', async () => {
+    const repo = new Repository(ctx.db, 'http://localhost:8080/fhir');
+    await repo.update(patient('rr-a', 'A'));
+    await repo.update(patient('rr-b', 'B'));
+    // Each transaction holds its first row before it asks for the other's.
+    const bothLocked = barrier(2);
+    let runs = 0;
+    const lock = (first: string, second: string) =>
+      repo.withRetriedTransaction(async (tx) => {
+        runs++;
+        await tx.readRow('Patient', first, { forUpdate: true });
+        await bothLocked();
+        await tx.readRow('Patient', second, { forUpdate: true });
+        return `${first} then ${second}`;
+      });
+    await expect(Promise.all([lock('rr-a', 'rr-b'), lock('rr-b', 'rr-a')])).resolves.toEqual(['rr-a then rr-b', 'rr-b then rr-a']);
+    expect(runs).toBe(3);
+  });
+});
