@@ -10,7 +10,7 @@ export interface Actor {
   /** The repository itself or one of its owners: may confirm, decline and manage calendars. */
   isRepository: boolean;
   scope?: AccessScope;
-  /** A patient booking for themselves (CONTRACT 10): their insurance number. */
+  /** A patient booking for themselves (docs/requirements.md, Patients (authorization code flow)): their insurance number. */
   patient?: string;
 }
 

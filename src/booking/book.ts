@@ -49,7 +49,7 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
   if (replaced) await releaseHolds(c, replaced.resource.id as string);
 
   let participants = proposal.participant ?? [];
-  // A patient (CONTRACT 10) books for their own Patient, named or not.
+  // A patient books for their own Patient, named or not.
   const given = c.actor.patient !== undefined ? ownPatientParameter(c.actor.patient, input.patient) : input.patient;
   if (given) {
     const resolved = await resolvePatientParameter(c, given);
@@ -57,7 +57,7 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
     if (c.actor.patient !== undefined) onlyThePatient(participants, resolved);
   }
   // The slots (named, or the schedule's in the window) are locked and the participants and the
-  // schedule parameter read in one statement (issue 15); the checks then run in their order.
+  // schedule parameter read in one statement (fewer round trips per booking); the checks then run in their order.
   const slotIds = proposal.slot?.length ? slotIdsOf(proposal.slot) : undefined;
   if (!slotIds && !input.scheduleId) throw badRequest('Appointment.slot is missing and no schedule parameter names the calendar to book in', 'Appointment.slot', 'required');
   const candidates = slotIds ?? (await c.tables.slotsOverlapping(input.scheduleId!, window));

@@ -47,7 +47,7 @@ async function onAppointmentWrite(event: WriteEvent): Promise<void> {
   }
   if (c.actor.patient !== undefined) onlyACancellation(previous, next);
   if (next && !c.actor.isRepository) {
-    // Seed 001 section 3: only the repository and its owners move appointments in and out of pending.
+    // Only the repository and its owners move appointments in and out of pending.
     if (previous && previous.status !== 'pending' && next.status === 'pending') {
       throw forbidden('Only the repository puts an appointment in pending');
     }
@@ -78,11 +78,11 @@ async function onAppointmentWrite(event: WriteEvent): Promise<void> {
   }
 }
 
-/** What a patient may change of their own appointment besides its status (CONTRACT 10: they cancel it). */
+/** What a patient may change of their own appointment besides its status (they may cancel it). */
 const PATIENT_MAY_SET = ['status', 'cancelationReason', 'comment', 'meta', 'text'] as const;
 
 /**
- * A patient (CONTRACT 10) books through `$book` and cancels their own appointment; they neither
+ * A patient books through `$book` and cancels their own appointment; they neither
  * create one by REST nor change anything else of it (403).
  */
 function onlyACancellation(previous: Appointment | undefined, next: Appointment | undefined): void {
@@ -128,7 +128,7 @@ async function onSlotWrite(event: WriteEvent): Promise<void> {
 }
 
 /**
- * Seed 001 rule 6, "also afterwards for provisionally created patients": a patient deactivated or
+ * docs/requirements.md, Booking ($book): the participant rules hold "also afterwards for provisionally created patients": a patient deactivated or
  * deleted takes its future active appointments with it (cancelled, slots freed, event recorded).
  */
 async function onPatientWrite(event: WriteEvent): Promise<void> {

@@ -16,7 +16,7 @@ export interface AppointmentChange {
   at: Date;
 }
 
-/** The event a change stands for (migrations/200_booking.sql documents the contract; the outbox is the store's). */
+/** The event a change stands for (migrations/200_booking.sql documents its consumers' rules; the outbox is the store's). */
 function eventOf(change: Pick<AppointmentChange, 'previous' | 'next'>): AppointmentEventType | undefined {
   const { previous, next } = change;
   if (!previous) return undefined;

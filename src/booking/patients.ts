@@ -36,7 +36,7 @@ export async function resolvePatientParameter(c: BookingContext, patient: Patien
 }
 
 /**
- * CONTRACT 10: a patient books only for themselves. Their `patient` parameter is the Patient
+ * A patient books only for themselves. Their `patient` parameter is the Patient
  * carrying their insurance number (KVNR), found or created like any `patient` parameter; one
  * naming another KVNR is 403. Other identifiers are dropped: they could match someone else.
  */
@@ -77,7 +77,7 @@ export function withPatientParticipant(appointment: Appointment, given: Patient,
 
 /**
  * Participants that take no bookings unless they exist and are active (coded alike: missing,
- * deleted or invisible `not-found`, inactive `business-rule`, both 422). Seed 001 rule 6 for
+ * deleted or invisible `not-found`, inactive `business-rule`, both 422). docs/requirements.md, Booking ($book), for
  * patients, also later for provisionally created ones; the same for HealthcareServices
  * named in the appointment (those behind its Schedule are checked with the Schedule).
  */

@@ -37,7 +37,7 @@ export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<string[]> {
 
 /**
  * Opens every table of the schema once, with its indexes (catalog entries, relation files), so
- * that the first request touching a table after start does not (issue 15: cold start). Reads
+ * that the first request touching a table after start does not (cold start). Reads
  * nothing: the planner opens what a `LIMIT 0` scan would read.
  */
 export async function openTables(db: Db): Promise<void> {

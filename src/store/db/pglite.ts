@@ -4,7 +4,6 @@ import { CommitHooks, type Db, type QueryResult } from './db';
 import { lockDataDir } from './data-dir-lock';
 
 // The contrib entry ships ESM-only typings; at run time its CommonJS build loads fine.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { btree_gist } = require('@electric-sql/pglite/contrib/btree_gist') as { btree_gist: import('@electric-sql/pglite').Extension };
 
 /** PGlite in `dataDir` (persisted, held by `lockDataDir`) or in memory when dataDir is undefined. */

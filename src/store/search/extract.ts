@@ -135,7 +135,7 @@ function valuesOf(resource: Resource, root: TypedValue[], expression: string): T
  * node has the member, nor a choice form of it (`value` as `valueQuantity`) or a primitive's
  * extension (`_status`). FHIRPath then gives the empty collection, and a filter of it too; most
  * search parameters of a resource name elements it does not have, and finding them absent was
- * most of a write's index extraction (issue 15). Anything this cannot tell is evaluated.
+ * most of a write's index extraction. Anything this cannot tell is evaluated.
  */
 export function absent(resource: Resource, expression: string): boolean {
   const path = plainPath(expression);

@@ -75,7 +75,7 @@ export function searchParams(type: string): Map<string, SearchParamDef> {
 
 /**
  * Builds the registry now (about 1.4 s on a busy 2-core machine) instead of on the first search
- * or write of the process; the server calls it before it listens (issue 15: cold start).
+ * or write of the process; the server calls it before it listens, so the first request is as fast as a warm one.
  */
 export function preloadSearchParameters(): void {
   registry ??= buildRegistry();

@@ -12,7 +12,7 @@ import { splitDatePrefix, type Filter, type IncludeSpec, type SearchRequest } fr
 
 export type { SearchRequest } from './query';
 
-/** A match as the store keeps it: its type, id and JSON text, not parsed (issue 15). */
+/** A match as the store keeps it: its type, id and JSON text, not parsed: an answer copies it as stored. */
 export interface StoredMatch {
   resourceType: string;
   id: string;

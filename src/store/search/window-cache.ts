@@ -28,7 +28,7 @@ interface Stamp {
 
 /**
  * Results of the common calendar query (ISiK: `Slot?schedule=X&status=free&start=ge..&start=le..`),
- * kept per request shape and viewer (issue 15). Such a search depends only on the resources with
+ * kept per request shape and viewer. Such a search depends only on the resources with
  * compound rows of that reference in those days, and every write of one raises the generation of
  * its (reference, day) in the write's own statement (migrations/004, store/repository.ts): a
  * cached result is used while the sum of its days' generations is what it was when the result
