@@ -5,7 +5,6 @@ import path from 'node:path';
  * (from the test, its helpers or the code under test) and fails the file if a list there says it
  * does not. Runs in the `postgres` project, where both are set.
  */
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { STORE_FREE, REDIS_FREE } = require('./store-env') as { STORE_FREE: string[]; REDIS_FREE: string[] };
 
 const WATCHED = new Set(['DATABASE_URL', 'REDIS_URL']);
