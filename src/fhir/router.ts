@@ -3,7 +3,7 @@ import { Router, type NextFunction, type Request, type Response } from 'express'
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import type { Jobs } from '../jobs';
-import { Repository, SearchWindowCache, StoreBusy, StoreUnavailable, type WriteInterceptor } from '../store';
+import { Repository, SearchWindowCache, sqlState, StoreBusy, StoreUnavailable, TRANSIENT_STATES, type WriteInterceptor } from '../store';
 import { BODY_LIMIT, fhirBodyText, parsedBody } from './body';
 import { FHIR_JSON, FHIR_XML, FhirFormatError, formPairs, MalformedUrl, negotiateFormat, parseJson, pathSegments, queryPairs, toXml } from '../model';
 import { handle, route, unknownOperation } from './interactions';
@@ -88,6 +88,12 @@ function toOutcomeError(err: unknown): OperationOutcomeError | undefined {
   }
   if (err instanceof StoreUnavailable) {
     return new OperationOutcomeError(503, [issue('transient', 'The database is unavailable; retry later')], { 'Retry-After': STORE_RETRY_AFTER_SEC });
+  }
+  // PostgreSQL aborted the write for a concurrent one, again on every run it was given: the same
+  // request may succeed a moment later.
+  const state = sqlState(err);
+  if (state !== undefined && TRANSIENT_STATES.includes(state)) {
+    return new OperationOutcomeError(503, [issue('transient', 'The request collided with concurrent writes; retry')], { 'Retry-After': '1' });
   }
   if (err instanceof FhirFormatError) {
     const expression = err.expression ?? (err.status === 400 && !(err instanceof MalformedUrl) ? WHOLE_BODY : undefined);

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { Resource } from '@medplum/fhirtypes';
 import { gone, notFound, preconditionFailed } from '../shared/outcomes';
 import { canSee, type Viewer, type Writer } from '../shared/owner';
-import { retriedTransaction, SqlState, type Db, type RetryOptions } from './db';
+import { retriedTransaction, SqlState, TRANSIENT_STATES, type Db, type RetryOptions } from './db';
 import { extractIndexRows, type IndexRows } from './search/extract';
 import { deleteIndexRows, indexWriteCtes, insertIndexRows } from './search/index-writer';
 import { executeSearch, type SearchRequest, type SearchResult } from './search/sql';
@@ -290,8 +290,10 @@ export class Repository {
   private async write(resource: Resource, opts: WriteOptions, mode: 'create' | 'update'): Promise<{ resource: Resource; created: boolean }> {
     const type = resource.resourceType;
     const id = resource.id as string;
-    // Two PUTs creating the same new id race on the primary key: the loser runs again, as an update.
-    const retryOn = mode === 'update' ? [SqlState.uniqueViolation] : [];
+    // A write aborted for a concurrent one (a deadlock with a booking, a serialization failure)
+    // runs again; two PUTs creating the same new id race on the primary key: the loser runs
+    // again, as an update.
+    const retryOn = mode === 'update' ? [...TRANSIENT_STATES, SqlState.uniqueViolation] : TRANSIENT_STATES;
     return this.withRetriedTransaction(
       async (tx) => {
         // A server-assigned id (create) names no stored row: nothing to read or lock.
