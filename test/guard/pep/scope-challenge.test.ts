@@ -1,21 +1,6 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { TestToken } from '../helpers/get-token';
-import { institution, pepHarness, proofFor, type PepHarness } from './helpers';
-
-/** Sends the request target byte for byte (latin1 characters as those bytes), with a valid token and proof. */
-async function rawGet(h: PepHarness, base: string, t: TestToken, target: string): Promise<{ status: number; challenge: string | undefined; body: Record<string, unknown> }> {
-  const proof = await proofFor(h, t.dpopKey, 'GET', target.slice('/fhir'.length).split(/[?#]/)[0], t.accessToken);
-  return new Promise((resolve, reject) => {
-    const req = http.request(`${base}${target}`, { headers: { authorization: `DPoP ${t.accessToken}`, dpop: proof } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, challenge: res.headers['www-authenticate'], body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+import { institution } from './helpers';
+import { listeningPep, rawCall, type ListeningPep } from './raw';
 
 const latin1 = (bytes: number[]) => Buffer.from(bytes).toString('latin1');
 
@@ -25,21 +10,13 @@ const latin1 = (bytes: number[]) => Buffer.from(bytes).toString('latin1');
  * could not be set (a character Node refuses in a header), and the rejection ended the process.
  */
 describe('insufficient_scope for a type of characters a header cannot carry', () => {
-  let h: PepHarness;
+  let p: ListeningPep;
   let t: TestToken;
-  let server: http.Server;
-  let base: string;
   beforeAll(async () => {
-    h = await pepHarness();
-    t = await institution(h, { telematikId: '1-PEP-SCOPE-CHALLENGE' });
-    server = http.createServer(h.app);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    p = await listeningPep();
+    t = await institution(p.h, { telematikId: '1-PEP-SCOPE-CHALLENGE' });
   });
-  afterAll(async () => {
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    await h.close();
-  });
+  afterAll(() => p.close());
 
   test.each([
     [
@@ -49,9 +26,10 @@ describe('insufficient_scope for a type of characters a header cannot carry', ()
     ['a percent-encoded emoji in the chained type', '/fhir/Appointment?actor:Practitio%F0%9F%98%80ner.identifier=x'],
     ['a quote and a backslash in the chained type', '/fhir/Appointment?actor:Fo%22o%5C.identifier=x'],
   ])('%s: 403 with a challenge of scope tokens (RFC 6749 §3.3), percent-encoded', async (_name, target) => {
-    const res = await rawGet(h, base, t, target);
+    const res = await rawCall(p, t, 'GET', target);
+    const challenge = res.headers['www-authenticate'];
     expect([res.status, res.body.error]).toEqual([403, 'insufficient_scope']);
-    const scope = /^DPoP error="insufficient_scope", scope="([^"]*)", algs="ES256"$/.exec(res.challenge ?? '')?.[1];
+    const scope = /^DPoP error="insufficient_scope", scope="([^"]*)", algs="ES256"$/.exec(challenge ?? '')?.[1];
     expect(scope).toMatch(/^system\/\S+\.s$/);
     expect(scope).toMatch(/^[\x21\x23-\x5b\x5d-\x7e]+$/);
     // The description names the scope as the request spelled it (JSON carries any character).
@@ -59,7 +37,7 @@ describe('insufficient_scope for a type of characters a header cannot carry', ()
   });
 
   test('the server still answers afterwards', async () => {
-    const res = await rawGet(h, base, t, '/fhir/Appointment?_count=1');
+    const res = await rawCall(p, t, 'GET', '/fhir/Appointment?_count=1');
     expect(res.status).toBe(200);
   });
 });
