@@ -1,10 +1,10 @@
+import { SCHEDULE_NAME_URL } from '../protocol/vocabulary';
+
 /**
  * What the CLI prints at a terminal instead of JSON: one line per resource with its reference (what
  * the next command takes, `book --slot Slot/<id>`) and the few elements a person picks by.
  */
 type Json = Record<string, unknown>;
-
-const SCHEDULE_NAME = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Schedule.name';
 
 /** A searchset or other Bundle: the head line, then one line per entry. */
 export function bundleSummary(bundle: Json, head: string): string {
@@ -41,7 +41,7 @@ const DESCRIBE: Record<string, (r: Json) => string[]> = {
   ],
   Schedule: (r) => [
     r.active === false ? 'inactive' : 'active',
-    str(((Array.isArray(r.extension) ? r.extension : []) as { url?: string; valueString?: string }[]).find((e) => e.url === SCHEDULE_NAME)?.valueString),
+    str(((Array.isArray(r.extension) ? r.extension : []) as { url?: string; valueString?: string }[]).find((e) => e.url === SCHEDULE_NAME_URL)?.valueString),
     concepts(r.serviceType),
     ...((Array.isArray(r.actor) ? r.actor : []) as unknown[]).map(reference),
   ],

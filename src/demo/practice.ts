@@ -9,7 +9,7 @@ import type {
   Schedule,
   Slot,
 } from '@medplum/fhirtypes';
-import { BOOKING_CONFIRMATION_URL } from '../booking';
+import { BOOKING_CONFIRMATION_URL, ISIK_PROFILE, SCHEDULE_NAME_URL, SERVICE_TYPE_SYSTEM } from '../protocol/vocabulary';
 import { addCalendarDays, slotWindows, wallDate, type OpeningHours } from '../protocol/opening-hours';
 
 /**
@@ -37,11 +37,8 @@ export const DEMO_HORIZON_DAYS = 30;
 /** Opening hours are wall-clock times of the practice. */
 const PRACTICE_TIME_ZONE = 'Europe/Berlin';
 
-const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';
-const SERVICE_TYPE = 'http://terminology.hl7.org/CodeSystem/service-type';
 const PRACTICE_SERVICES = 'http://terminus.local/fhir/CodeSystem/praxis-leistungen';
 const FACHRICHTUNGEN = 'http://ihe-d.de/CodeSystems/AerztlicheFachrichtungen';
-const SCHEDULE_NAME = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Schedule.name';
 
 interface ServiceSpec {
   key: string;
@@ -147,7 +144,7 @@ function serviceType(s: ServiceSpec): CodeableConcept {
   return {
     text: s.name,
     coding: [
-      { system: SERVICE_TYPE, code: s.serviceType.code, display: s.serviceType.display },
+      { system: SERVICE_TYPE_SYSTEM, code: s.serviceType.code, display: s.serviceType.display },
       { system: PRACTICE_SERVICES, code: s.practiceCode.code, display: s.practiceCode.display },
     ],
   };
@@ -176,7 +173,7 @@ function serviceCodeSystems(): CodeSystem[] {
     {
       resourceType: 'CodeSystem',
       id: 'demo-codesystem-service-type',
-      url: SERVICE_TYPE,
+      url: SERVICE_TYPE_SYSTEM,
       name: 'ServiceType',
       title: 'Service type (the codes this practice uses)',
       status: 'active',
@@ -214,7 +211,7 @@ function healthcareService(s: ServiceSpec): HealthcareService {
   return {
     resourceType: 'HealthcareService',
     id: `demo-hcs-${s.key}`,
-    meta: { profile: [`${ISIK}ISiKMedizinischeBehandlungseinheit`] },
+    meta: { profile: [ISIK_PROFILE.HealthcareService] },
     active: true,
     type: [serviceType(s)],
     specialty: [specialty(s)],
@@ -253,12 +250,12 @@ function practitionerRole(d: DoctorSpec, s: ServiceSpec): PractitionerRole {
 }
 
 function schedule(d: DoctorSpec, s: ServiceSpec, now: Date): Schedule {
-  const extension: Schedule['extension'] = [{ url: SCHEDULE_NAME, valueString: `${s.name} ${doctorName(d)}` }];
+  const extension: Schedule['extension'] = [{ url: SCHEDULE_NAME_URL, valueString: `${s.name} ${doctorName(d)}` }];
   if (d.manualConfirmation) extension.push({ url: BOOKING_CONFIRMATION_URL, valueCode: 'manual' });
   return {
     resourceType: 'Schedule',
     id: `demo-schedule-${d.key}`,
-    meta: { profile: [`${ISIK}ISiKKalender`] },
+    meta: { profile: [ISIK_PROFILE.Schedule] },
     extension,
     active: true,
     serviceType: [serviceType(s)],
@@ -287,7 +284,7 @@ function freeSlots(d: DoctorSpec, s: ServiceSpec, now: Date): Slot[] {
     .map((w) => ({
       resourceType: 'Slot',
       id: `demo-slot-${d.key}-${w.date.replaceAll('-', '')}-${w.time.replace(':', '')}`,
-      meta: { profile: [`${ISIK}ISiKTerminblock`] },
+      meta: { profile: [ISIK_PROFILE.Slot] },
       serviceType: [serviceType(s)],
       specialty: [specialty(s)],
       schedule: { reference: `Schedule/demo-schedule-${d.key}` },

@@ -5,6 +5,7 @@ import { knownProfiles } from '../model';
 import type { FhirEnv } from './request';
 import { resourceTypesOf } from './operations/registry';
 import { addSubscriptionCapabilities } from '../subscriptions';
+import { ISIK_PROFILE } from '../protocol/vocabulary';
 
 const ISIK_CS = 'https://gematik.de/fhir/isik/CapabilityStatement';
 
@@ -17,14 +18,7 @@ const INSTANTIATES = [
 ];
 
 /** Profiles each stored type is validated against (ISiK Terminplanung 6.0.0). */
-const TYPE_PROFILES: Record<string, string> = {
-  Appointment: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKTermin',
-  Schedule: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKKalender',
-  Slot: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKTerminblock',
-  HealthcareService: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKMedizinischeBehandlungseinheit',
-  Patient: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKPatient',
-  Subscription: 'https://gematik.de/fhir/isik/StructureDefinition/ISiKSubscriptionTermin',
-};
+const TYPE_PROFILES: Readonly<Record<string, string>> = ISIK_PROFILE;
 
 /** Includes/revincludes advertised per type (ISiK Termin-Repository: all MAY, `Encounter:patient` SHALL). */
 const INCLUDES: Record<string, { include?: string[]; revinclude?: string[] }> = {

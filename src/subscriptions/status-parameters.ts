@@ -1,6 +1,7 @@
 import type { Parameters, ParametersParameter } from '@medplum/fhirtypes';
 import { ISIK, SUBSCRIPTION_ERROR, type NotificationType, type SubscriptionStatusCode } from './backport';
 import type { SubscriptionEvent } from './event-store';
+import { LAST_DELIVERY_URL } from '../protocol/vocabulary';
 
 export interface StatusInput {
   baseUrl: string;
@@ -15,12 +16,6 @@ export interface StatusInput {
   /** When a notification last reached the endpoint (query-status only). */
   lastDeliveryAt?: Date | null;
 }
-
-/**
- * Terminus extension on the `status` parameter of a `query-status` answer (Parameters itself takes
- * no extensions in R4): the time of the last successful delivery.
- */
-export const LAST_DELIVERY_URL = 'http://terminus.local/fhir/StructureDefinition/subscription-last-delivery';
 
 /**
  * The SubscriptionStatus of the R4 backport as ISiK rebuilt it (ISiKSubscriptionStatus ←

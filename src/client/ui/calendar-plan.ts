@@ -3,9 +3,9 @@ import type { Bundle, BundleEntry, CodeableConcept, Coding, Schedule, Slot } fro
 import { OpeningHoursError, slotWindows, type OpeningHours, type SlotWindow } from '../../protocol/opening-hours';
 import { Fhir, FhirError, outcome } from './fhir';
 import { conceptLabel } from './labels';
-import { BOOKING_CONFIRMATION_URL, calendarSummary, SCHEDULE_NAME_URL } from './practice';
+import { calendarSummary } from './practice';
+import { BOOKING_CONFIRMATION_URL, ISIK_PROFILE, SCHEDULE_NAME_URL } from '../../protocol/vocabulary';
 
-const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';
 /** One calendar made on the page holds at most this many slots (one transaction, under the 5 MB body limit). */
 export const MAX_SLOTS = 5000;
 /** The overlaps one check reports at most (enough to show; the calendar is refused at the first). */
@@ -175,7 +175,7 @@ export async function createCalendar(fhir: Fhir, form: CalendarForm, timeZone: s
   const specialty = [{ coding: [form.specialty] }];
   const schedule: Schedule = {
     resourceType: 'Schedule',
-    meta: { profile: [`${ISIK}ISiKKalender`] },
+    meta: { profile: [ISIK_PROFILE.Schedule] },
     extension,
     active: true,
     serviceType,
@@ -188,7 +188,7 @@ export async function createCalendar(fhir: Fhir, form: CalendarForm, timeZone: s
     ...windows.map(
       (w): BundleEntry => ({
         fullUrl: `urn:uuid:${crypto.randomUUID()}`,
-        resource: { resourceType: 'Slot', meta: { profile: [`${ISIK}ISiKTerminblock`] }, serviceType, specialty, schedule: { reference: scheduleUrl }, status: 'free', start: w.start.toISOString(), end: w.end.toISOString() } satisfies Slot,
+        resource: { resourceType: 'Slot', meta: { profile: [ISIK_PROFILE.Slot] }, serviceType, specialty, schedule: { reference: scheduleUrl }, status: 'free', start: w.start.toISOString(), end: w.end.toISOString() } satisfies Slot,
         request: { method: 'POST', url: 'Slot' },
       }),
     ),

@@ -1,6 +1,5 @@
 import type { CodeableConcept, CodeSystem, Coding } from '@medplum/fhirtypes';
-
-export const SERVICE_TYPE_SYSTEM = 'http://terminology.hl7.org/CodeSystem/service-type';
+import { SERVICE_TYPE_SYSTEM } from '../../protocol/vocabulary';
 
 /**
  * German names of codes whose code system displays them in English only (HL7 service-type, the

@@ -1,5 +1,6 @@
 import type { Appointment, Bundle, CodeableConcept, CodeSystem, Coding, HealthcareService, Parameters, Patient, Practitioner, Resource, Schedule, Slot, Subscription } from '@medplum/fhirtypes';
 import { addCalendarDays, isoWeekday, wallDate, wallTimeToUtc } from '../../protocol/opening-hours';
+import { BOOKING_CONFIRMATION_URL, LAST_DELIVERY_URL, SCHEDULE_NAME_URL } from '../../protocol/vocabulary';
 import { Fhir, FhirError, outcome } from './fhir';
 import { codingLabel, conceptLabel, germanDesignation } from './labels';
 
@@ -8,9 +9,6 @@ import { codingLabel, conceptLabel, germanDesignation } from './labels';
  * into the repository, only the owner's REST interactions composed into views.
  */
 
-export const SCHEDULE_NAME_URL = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-Schedule.name';
-export const BOOKING_CONFIRMATION_URL = 'http://terminus.local/fhir/StructureDefinition/booking-confirmation';
-const LAST_DELIVERY_URL = 'http://terminus.local/fhir/StructureDefinition/subscription-last-delivery';
 const CANCELLATION_SYSTEM = 'http://terminology.hl7.org/CodeSystem/appointment-cancellation-reason';
 
 /** ISiKTerminCancelationReason (ISiK Terminplanung 6.0.0): the reasons a decline or cancel may give. */

@@ -6,6 +6,7 @@ import { badRequest, conflict } from '../../shared/outcomes';
 import { preferHeader, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { written } from '../interactions';
 import { scopeNeed } from '../../protocol/smart-scopes';
+import { ISIK_PROFILE } from '../../protocol/vocabulary';
 import { startAsync } from './async';
 import { parseInputParameters } from './parameters';
 import { definitionOf, type Operation } from './registry';
@@ -27,7 +28,7 @@ const BOOK_DEFINITION = {
   parameter: [
     { name: 'appt-resource', use: 'in', min: 1, max: '1', type: 'Appointment' },
     { name: 'cancelled-appt-id', use: 'in', min: 0, max: '1', type: 'uri' },
-    { name: 'schedule', use: 'in', min: 0, max: '1', type: 'Reference', targetProfile: ['https://gematik.de/fhir/isik/StructureDefinition/ISiKKalender'] },
+    { name: 'schedule', use: 'in', min: 0, max: '1', type: 'Reference', targetProfile: [ISIK_PROFILE.Schedule] },
     { name: 'patient', use: 'in', min: 0, max: '1', type: 'Patient' },
     { name: 'related-person', use: 'in', min: 0, max: '1', type: 'RelatedPerson' },
     { name: 'patientSubmittedInformation', use: 'in', min: 0, max: '1', type: 'QuestionnaireResponse' },

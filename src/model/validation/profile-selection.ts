@@ -1,9 +1,8 @@
 import type { Resource } from '@medplum/fhirtypes';
 import { profile, stripVersion } from './profile-registry';
+import { ISIK_PROFILE } from '../../protocol/vocabulary';
 
 export type ProfileSelection = 'claimed' | 'type-default';
-
-const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';
 
 /**
  * The profile every write of the type has to meet in this repository (ISiK Terminplanung 6.0.0).
@@ -12,10 +11,10 @@ const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';
  * only when claimed.
  */
 const REQUIRED_BY_TYPE: Readonly<Record<string, string>> = {
-  Appointment: `${ISIK}ISiKTermin`,
-  Schedule: `${ISIK}ISiKKalender`,
-  Slot: `${ISIK}ISiKTerminblock`,
-  HealthcareService: `${ISIK}ISiKMedizinischeBehandlungseinheit`,
+  Appointment: ISIK_PROFILE.Appointment,
+  Schedule: ISIK_PROFILE.Schedule,
+  Slot: ISIK_PROFILE.Slot,
+  HealthcareService: ISIK_PROFILE.HealthcareService,
 };
 
 export function requiredProfile(resourceType: string): string | undefined {
