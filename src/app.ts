@@ -28,6 +28,7 @@ import { Jobs } from './jobs';
 import { StoreBusy, StoreUnavailable, type WriteInterceptor } from './store';
 import { subscriptionInterceptors, Subscriptions, type DispatcherSettings } from './subscriptions';
 import { withTimeout } from './shared/timeout';
+import { RETRY_AFTER_SECONDS } from './protocol/retry-after';
 
 /** The parts of one application, composed here and nowhere else; two in one process share nothing. */
 export interface Parts {
@@ -135,12 +136,12 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv, warmUp: (work: () => P
     }
     if (err instanceof StoreBusy) {
       ctx.logger.warn({ requestId: correlationId, url: req.originalUrl, err: err.message }, 'request refused: the server is busy (database pool)');
-      if (!res.headersSent) sendGuardError(res, ctx.config.publicUrl, new TemporarilyUnavailable(`the server is busy: ${err.message}; retry later`, { headers: { 'Retry-After': '2' } }));
+      if (!res.headersSent) sendGuardError(res, ctx.config.publicUrl, new TemporarilyUnavailable(`the server is busy: ${err.message}; retry later`, { headers: { 'Retry-After': RETRY_AFTER_SECONDS.storeBusy } }));
       return;
     }
     if (err instanceof StoreUnavailable) {
       ctx.logger.warn({ requestId: correlationId, url: req.originalUrl, err: err.message }, 'request failed: database unavailable');
-      if (!res.headersSent) sendGuardError(res, ctx.config.publicUrl, new TemporarilyUnavailable('the database is unavailable; retry later', { headers: { 'Retry-After': '5' } }));
+      if (!res.headersSent) sendGuardError(res, ctx.config.publicUrl, new TemporarilyUnavailable('the database is unavailable; retry later', { headers: { 'Retry-After': RETRY_AFTER_SECONDS.storeUnavailable } }));
       return;
     }
     ctx.logger.error({ err, requestId: correlationId, url: req.originalUrl }, 'unhandled error');
