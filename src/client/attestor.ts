@@ -4,6 +4,7 @@ import { attestationChallenge } from '../protocol/attestation-challenge';
 import { canonicalEcJwk } from '../protocol/canonical-jwk';
 import { DEFAULT_PRODUCT, platformOf, softwareClientStatement, type ProductInfo } from './client-statement';
 import type { EcKey } from './crypto';
+import { ATTESTATION_TYPE, TPM_ACTIVATION } from '../protocol/attestation-types';
 
 /**
  * How a client proves its integrity: the members its registration adds, the answer to a
@@ -22,8 +23,8 @@ export interface Attestor {
 /** The software posture: no hardware, the statement binds the client key and the nonce. */
 export function softwareAttestor(product: ProductInfo = DEFAULT_PRODUCT): Attestor {
   return {
-    attestationType: 'software',
-    registrationMembers: async () => ({ attestation_type: 'software' }),
+    attestationType: ATTESTATION_TYPE.software,
+    registrationMembers: async () => ({ attestation_type: ATTESTATION_TYPE.software }),
     answerChallenge: async () => {
       throw new Error('a software registration has no challenge');
     },
@@ -45,11 +46,11 @@ export function canonicalJwk(key: EcKey): Buffer {
 export function helperAttestor(helper: AttestationHelperClient, product: ProductInfo = DEFAULT_PRODUCT): Attestor {
   let material: Awaited<ReturnType<AttestationHelperClient['getRegistrationMaterial']>> | undefined;
   return {
-    attestationType: 'tpm',
+    attestationType: ATTESTATION_TYPE.tpm,
     async registrationMembers(clientKey) {
       material = await helper.getRegistrationMaterial(canonicalJwk(clientKey));
       return {
-        attestation_type: 'tpm',
+        attestation_type: ATTESTATION_TYPE.tpm,
         puk_ek_enc: material.ek_public.toString('base64'),
         c_ek_enc: material.ek_certificate.toString('base64'),
         puk_ak_sig: material.ak_public.toString('base64'),
@@ -60,7 +61,7 @@ export function helperAttestor(helper: AttestationHelperClient, product: Product
       const blob = Buffer.from(String(pending.tpm_credential_blob), 'base64');
       const secret = Buffer.from(String(pending.tpm_encrypted_secret), 'base64');
       const answer = await helper.activateCredential(blob, secret);
-      return { transaction_id: pending.transaction_id, verify_type: 'tpm_activation', tpm_decrypted_secret: answer.toString('base64') };
+      return { transaction_id: pending.transaction_id, verify_type: TPM_ACTIVATION, tpm_decrypted_secret: answer.toString('base64') };
     },
     async clientStatement(o) {
       const challenge = Buffer.from(attestationChallenge(o.clientKey.jkt, o.nonce), 'base64url');
@@ -72,7 +73,7 @@ export function helperAttestor(helper: AttestationHelperClient, product: Product
       return {
         sub: o.clientId,
         platform: platformOf(process.platform),
-        posture_type: 'tpm',
+        posture_type: ATTESTATION_TYPE.tpm,
         posture: {
           ...product,
           os: os.type(),

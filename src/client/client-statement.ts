@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import os from 'node:os';
 import { attestationChallenge } from '../protocol/attestation-challenge';
 import type { EcKey } from './crypto';
+import { ATTESTATION_TYPE } from '../protocol/attestation-types';
 
 export interface ProductInfo {
   product_id: string;
@@ -24,7 +25,7 @@ export function softwareClientStatement(o: {
   return {
     sub: o.clientId,
     platform,
-    posture_type: 'software',
+    posture_type: ATTESTATION_TYPE.software,
     posture: {
       ...(o.product ?? DEFAULT_PRODUCT),
       os: os.type(),

@@ -1,6 +1,7 @@
 import type { PlatformAAppId } from '../../../config';
 import type { AttestationMethod } from '../method';
 import { platformAPostureVerifier, platformARegistrationVerifier } from './platform-a';
+import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
 
 /**
  * `platform_a` (Apple App Attest): the attestation object at registration, only for the App IDs
@@ -8,7 +9,7 @@ import { platformAPostureVerifier, platformARegistrationVerifier } from './platf
  */
 export function platformAMethod(o: { anchors: Buffer[]; appIds: readonly PlatformAAppId[] }): AttestationMethod {
   return {
-    type: 'platform_a',
+    type: ATTESTATION_TYPE.platformA,
     hardware: true,
     fields: ['platform_a_attestation_object', 'signed_hash_puk_client_sig', 'puk_ak_sig'],
     userEmail: 'allowed',

@@ -7,6 +7,7 @@ import { PathValidationError, validatePath } from '../../pki/path-validation';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
 import { attestationResult, printableMembers, PRODUCT_MEMBERS, registrationFor } from '../posture-result';
 import type { RegisteringClient, RegistrationProof, RegistrationVerifier } from '../registration';
+import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
 import {
   AAGUID_DEVELOPMENT,
   AAGUID_PRODUCTION,
@@ -113,7 +114,7 @@ async function akIsTheAttestedKey(ak: unknown, key: crypto.KeyObject): Promise<v
  */
 export const platformAPostureVerifier: PostureVerifier = {
   async verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult> {
-    const registered = registrationFor<PlatformARegistration>(actx, 'platform_a');
+    const registered = registrationFor<PlatformARegistration>(actx, ATTESTATION_TYPE.platformA);
     const p = printableMembers(statement.posture, PRODUCT_MEMBERS);
     const assertion = decodeAssertion(decodeBase64(statement.posture.platform_a_assertion, 'client_statement.posture.platform_a_assertion'));
     const auth = parseAuthenticatorData(assertion.authenticatorData, false);
@@ -130,7 +131,7 @@ export const platformAPostureVerifier: PostureVerifier = {
     );
     if (raised.rowCount === 0) throw refused('counter_replayed', 'the assertion counter is not above the last one seen');
     return attestationResult(statement, p, {
-      postureType: 'platform_a',
+      postureType: ATTESTATION_TYPE.platformA,
       result: { platform_a: { app_id: registered.app_id, environment: registered.environment, counter: auth.signCount } },
       hardware: { attestationKeyJkt: registered.key_jkt },
     });

@@ -2,6 +2,7 @@ import type { PlatformBPackage } from '../../../config';
 import type { AttestationMethod } from '../method';
 import { platformBPostureVerifier, platformBRegistrationVerifier } from './platform-b';
 import type { RevocationList } from './revocation-list';
+import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
 
 /**
  * `platform_b` (Android key attestation): the key attestation chain at registration, only for the
@@ -9,7 +10,7 @@ import type { RevocationList } from './revocation-list';
  */
 export function platformBMethod(o: { anchors: Buffer[]; packages: readonly PlatformBPackage[]; revocations: RevocationList }): AttestationMethod {
   return {
-    type: 'platform_b',
+    type: ATTESTATION_TYPE.platformB,
     hardware: true,
     fields: ['platform_b_key_attestation_certificate_chain', 'signed_hash_puk_client_sig', 'puk_ak_sig', 'platform_b_integrity_token'],
     userEmail: 'allowed',

@@ -22,6 +22,7 @@ import { canonicalJwk, decodeBase64, refused, sha256, verifiesEs256 } from '../p
 import { attestationResult, printableMembers, PRODUCT_MEMBERS, registrationFor } from '../posture-result';
 import type { RegisteringClient, RegistrationProof, RegistrationVerifier } from '../registration';
 import type { RevocationList } from './revocation-list';
+import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
 
 /** What a platform_b registration keeps (`guard_client.attestation.platform_b`). */
 export interface PlatformBRegistration {
@@ -187,14 +188,14 @@ function appOf(raw: ArrayBuffer | undefined, packages: readonly PlatformBPackage
  */
 export const platformBPostureVerifier: PostureVerifier = {
   async verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult> {
-    const registered = registrationFor<PlatformBRegistration>(actx, 'platform_b');
+    const registered = registrationFor<PlatformBRegistration>(actx, ATTESTATION_TYPE.platformB);
     const p = printableMembers(statement.posture, PRODUCT_MEMBERS);
     const signature = decodeBase64(statement.posture.platform_b_signature, 'client_statement.posture.platform_b_signature');
     const challenge = Buffer.from(attestationChallenge(actx.clientJkt, actx.nonce), 'base64url');
     const key = crypto.createPublicKey({ key: Buffer.from(registered.key, 'base64'), format: 'der', type: 'spki' });
     if (!verifiesEs256(key, challenge, signature)) throw refused('assertion_signature', 'platform_b_signature is not by the attested key over this attestation challenge');
     return attestationResult(statement, p, {
-      postureType: 'platform_b',
+      postureType: ATTESTATION_TYPE.platformB,
       result: { platform_b: { package_name: registered.package_name, security_level: registered.security_level, os_version: registered.os_version, os_patch_level: registered.os_patch_level } },
       hardware: { attestationKeyJkt: registered.key_jkt },
     });

@@ -1,5 +1,6 @@
 import type { AttestationMethod } from '../method';
 import { softwarePostureVerifier } from './verify-software-posture';
+import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
 
 /**
  * `software`: nothing to prove at registration (gematik dcr-request.yaml, the software/legacy
@@ -7,7 +8,7 @@ import { softwarePostureVerifier } from './verify-software-posture';
  * nonce. A phone app may bind an e-mail address with it.
  */
 export const softwareMethod: AttestationMethod = {
-  type: 'software',
+  type: ATTESTATION_TYPE.software,
   hardware: false,
   fields: [],
   userEmail: 'allowed',

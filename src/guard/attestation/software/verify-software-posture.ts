@@ -4,6 +4,7 @@ import { InvalidRequest } from '../../errors';
 import { attestationChallenge } from '../../../protocol/attestation-challenge';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
 import { attestationResult, printableMembers, PRODUCT_MEMBERS } from '../posture-result';
+import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
 
 const REQUIRED = [...PRODUCT_MEMBERS, 'public_key', 'attestation_challenge'] as const;
 
@@ -14,7 +15,7 @@ export const softwarePostureVerifier: PostureVerifier = {
     await publicKeyIsTheClientKey(p.public_key, actx.clientJkt);
     challengeBindsKeyAndNonce(p.attestation_challenge, actx);
     platformFitsOs(statement.platform, p.os);
-    return attestationResult(statement, p, { postureType: 'software', result: { software: { arch: p.arch, binding_verified: true } } });
+    return attestationResult(statement, p, { postureType: ATTESTATION_TYPE.software, result: { software: { arch: p.arch, binding_verified: true } } });
   },
 };
 

@@ -2,6 +2,7 @@ import type { SharedState } from '../../state/shared-state';
 import type { AttestationMethod } from '../method';
 import { svcTokenRegistrationVerifier } from './register-svc-token';
 import { TrustedIssuers } from './trusted-issuers';
+import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
 
 /**
  * `svc_attestation_token`: registration by the service attestation token another guard issued
@@ -10,7 +11,7 @@ import { TrustedIssuers } from './trusted-issuers';
  */
 export function svcTokenMethod(o: { trustedIssuers: string[]; state: SharedState; now: () => Date }): AttestationMethod {
   return {
-    type: 'svc_attestation_token',
+    type: ATTESTATION_TYPE.svcAttestationToken,
     hardware: false,
     fields: ['svc_attestation_token', 'signed_hash_puk_client_sig'],
     userEmail: 'refused',

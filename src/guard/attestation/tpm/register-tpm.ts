@@ -9,6 +9,7 @@ import { makeCredential } from './make-credential';
 import { hashOf, TPM_ALG, TPM_CURVES, TPMA_OBJECT } from './tpm-algorithms';
 import { ekPublicFromJwk, parseTpm2bPublic, tpmName, tpmPublicKey, type TpmPublic } from './tpm-public';
 import { TpmStructureError } from './tpm-reader';
+import { TPM_ACTIVATION } from '../../../protocol/attestation-types';
 
 /** What a TPM registration stores with the client: the AK later quotes verify against. */
 export interface TpmRegistration {
@@ -52,7 +53,7 @@ export function tpmRegistrationVerifier(anchors: () => Buffer[]): RegistrationVe
       return {
         attestation: { tpm: registration },
         challenge: {
-          type: 'tpm_activation',
+          type: TPM_ACTIVATION,
           answer: secret,
           response: {
             tpm_credential_blob: credential.credentialBlob.toString('base64'),

@@ -1,6 +1,7 @@
 import type { AttestationMethod } from '../method';
 import { tpmRegistrationVerifier } from './register-tpm';
 import { tpmPostureVerifier } from './verify-tpm-posture';
+import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
 
 /**
  * `tpm`: registration by credential activation to the EK (registrations only with TPM
@@ -9,7 +10,7 @@ import { tpmPostureVerifier } from './verify-tpm-posture';
  */
 export function tpmMethod(ekAnchors: Buffer[] | undefined): AttestationMethod {
   return {
-    type: 'tpm',
+    type: ATTESTATION_TYPE.tpm,
     hardware: true,
     fields: ['puk_client_sig', 'puk_ak_sig', 'puk_ek_enc', 'c_ek_enc', 'tpm_ek_certificate_chain', 'signed_hash_puk_client_sig'],
     userEmail: 'refused',

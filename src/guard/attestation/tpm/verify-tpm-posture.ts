@@ -7,6 +7,7 @@ import type { TpmRegistration } from './register-tpm';
 import { parseTpm2bPublic } from './tpm-public';
 import { TpmStructureError } from './tpm-reader';
 import { QuoteError, verifyQuote } from './verify-quote';
+import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
 
 const BINARY_MEMBERS = ['tpm_attestation_key', 'tpm_quote', 'tpm_event_log'] as const;
 
@@ -18,7 +19,7 @@ const BINARY_MEMBERS = ['tpm_attestation_key', 'tpm_quote', 'tpm_event_log'] as 
  */
 export const tpmPostureVerifier: PostureVerifier = {
   async verify(statement: ClientStatement, actx: AttestationContext): Promise<AttestationResult> {
-    const registered = registrationFor<TpmRegistration>(actx, 'tpm');
+    const registered = registrationFor<TpmRegistration>(actx, ATTESTATION_TYPE.tpm);
     const p = postureHasAllMembers(statement.posture);
     attestationKeyIsTheRegisteredAk(p.tpm_attestation_key, registered);
     ekCertificateIsTheRegisteredOne(statement.posture.tpm_ek_certificate_chain, registered);
@@ -32,7 +33,7 @@ export const tpmPostureVerifier: PostureVerifier = {
       throw err;
     }
     return attestationResult(statement, p, {
-      postureType: 'tpm',
+      postureType: ATTESTATION_TYPE.tpm,
       result: { tpm: { pcrs: quote.pcrs, quote_verified: true } },
       hardware: { attestationKeyJkt: registered.ak_jkt },
     });

@@ -10,6 +10,7 @@ import { answerTransaction, findTransaction, openTransaction } from './registrat
 import { EMAIL_CHALLENGE, emailCodeAnswer, mailerFor, MESSAGE_ID, normalizeEmail, openEmailChallenge, resendEmailCode } from './email-code';
 import { keyEncryptionFor } from '../../keys/key-encryption';
 import type { SharedState } from '../../state/shared-state';
+import { TPM_ACTIVATION } from '../../../protocol/attestation-types';
 
 export interface RegistrationResponse {
   client_id: string;
@@ -143,7 +144,7 @@ function answerOf(ctx: AppContext, b: Record<string, unknown>, challengeType: st
     return emailCodeAnswer(keyEncryptionFor(ctx), b.transaction_id as string, b.code);
   }
   const v = b.tpm_decrypted_secret;
-  if (challengeType !== 'tpm_activation') throw new InvalidRequest('unsupported challenge');
+  if (challengeType !== TPM_ACTIVATION) throw new InvalidRequest('unsupported challenge');
   if (typeof v !== 'string' || !/^[A-Za-z0-9+/_-]{1,256}={0,2}$/.test(v)) throw new InvalidRequest('tpm_decrypted_secret must be base64');
   return Buffer.from(v, v.includes('-') || v.includes('_') ? 'base64url' : 'base64');
 }
