@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from 'jose';
 import type { WorkloadIssuer } from '../../../config';
 import { scopeCovered } from '../../../protocol/smart-scopes';
-import { GRANT_TOKEN_EXCHANGE, TOKEN_TYPE_ACCESS_TOKEN, TOKEN_TYPE_JWT } from '../../../protocol/oauth';
+import { GRANT_TOKEN_EXCHANGE, TOKEN_TYPE_ACCESS_TOKEN, TOKEN_TYPE_ID_TOKEN, TOKEN_TYPE_JWT } from '../../../protocol/oauth';
 import type { VerifiedDpopProof } from '../../dpop/verify-dpop-proof';
 import { AccessDenied, InvalidRequest, InvalidScope, InvalidTarget, RateLimitExceeded, TemporarilyUnavailable } from '../../errors';
 import type { WorkloadPolicyInput } from '../../policy';
@@ -16,7 +16,6 @@ import { createSession } from '../tokens/refresh-tokens';
 import { subjectAllowed, WorkloadIssuerUnreachable } from '../workload/workload-issuers';
 import { defineGrant, type GrantForm } from './grant';
 
-export const TOKEN_TYPE_ID_TOKEN = 'urn:ietf:params:oauth:token-type:id_token';
 const ALGORITHMS = ['ES256', 'RS256'];
 /** docs/requirements.md, Workload token exchange: `exp`, `nbf` and `iat` with 60 s of clock skew. */
 const SKEW_SEC = 60;
