@@ -117,11 +117,10 @@ export async function startPracticeUi(o: PracticeUiOptions): Promise<PracticeUi>
   };
   app.use(authenticated);
 
-  const files: Record<string, [string, string]> = {
-    '/': ['index.html', 'text/html; charset=utf-8'],
-    '/app.js': ['app.js', 'text/javascript; charset=utf-8'],
-    '/i18n.js': ['i18n.js', 'text/javascript; charset=utf-8'],
-  };
+  const files: Record<string, [string, string]> = { '/': ['index.html', 'text/html; charset=utf-8'] };
+  // The page's ES modules (app.js, views/*.js, ...), each at its path under public/: the browser
+  // imports them from this origin (the CSP's script-src 'self'), and modules need a JavaScript type.
+  for (const file of pageModules(dir)) files[`/${file}`] = [file, 'text/javascript; charset=utf-8'];
   for (const [route, [file, type]] of Object.entries(files)) {
     app.get(route, (_req, res) => {
       res.type(type).send(fs.readFileSync(path.join(dir, file)));
@@ -275,6 +274,15 @@ function cookieOf(req: Request, name: string): string | undefined {
 
 function page(title: string, html: string): string {
   return `<!doctype html><html lang="en"><meta charset="utf-8"><title>${title}</title><link rel="stylesheet" href="/style.css"><main class="notice"><h1>${title}</h1><p>${html}</p></main></html>`;
+}
+
+/** The `.js` files under the page's folder, as paths with `/` (listed once: the routes are fixed at start). */
+function pageModules(dir: string): string[] {
+  return fs
+    .readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .map((f) => f.split(path.sep).join('/'))
+    .filter((f) => f.endsWith('.js'))
+    .sort();
 }
 
 /** The page's files: beside this module when run from source, in the package's src/ when built. */
