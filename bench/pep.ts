@@ -9,7 +9,7 @@ import { openDb } from '../src/store/db';
 import { migrate } from '../src/store/migrate';
 import { Repository } from '../src/store/repository';
 import { parseSearch } from '../src/fhir/search-request';
-import type { Viewer } from '../src/shared/owner';
+import type { Caller } from '../src/protocol/identity';
 import { executeSearch, type Db } from '../src/store';
 import { cpuMeter, loadAverage, pidsNamed } from './lib/cpu';
 import { ms, runLoad, type LoadRequest, type LoadResult } from './lib/load';
@@ -82,7 +82,7 @@ async function benchOn({ env, envCopy, envCopy2, store, postgres, cleanup }: Awa
       const dbEnv = { DATABASE_URL: env.DATABASE_URL, REDIS_URL: process.env.REDIS_URL ?? '' };
       const http = await start(startFloorServer({ answers: withoutSql(answers) }));
       const sql = await start(startFloorServer({ answers }, dbEnv));
-      const viewer = { institution: '1-BENCH-0', seesAll: false };
+      const viewer = { institution: '1-BENCH-0', isOwner: false };
       const guardedAnswers = await floorAnswers(off.url, viewer);
       const guarded = await start(startFloorServer({ answers: guardedAnswers, verifies: 1, redis: !!process.env.REDIS_URL }, dbEnv));
       const hit = await start(startFloorServer({ answers: withoutSql(guardedAnswers), verifies: 1, redis: !!process.env.REDIS_URL }, dbEnv));
@@ -162,7 +162,7 @@ function cpuPerRequest(m: Measured): string {
 }
 
 /** The bytes and statements of every query the load sends, as the guard-off server answers and runs them. */
-async function floorAnswers(baseUrl: string, scope?: Viewer): Promise<Record<string, { body: string; contentType: string; sql: { text: string; values: unknown[] }[] }>> {
+async function floorAnswers(baseUrl: string, scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>): Promise<Record<string, { body: string; contentType: string; sql: { text: string; values: unknown[] }[] }>> {
   const answers: Record<string, { body: string; contentType: string; sql: { text: string; values: unknown[] }[] }> = {};
   for (let n = 0; n < SCHEDULES * 28; n++) {
     const p = query(n);

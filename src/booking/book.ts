@@ -3,7 +3,7 @@ import { badRequest, conflict, notFound, OperationOutcomeError, unprocessable } 
 import { validateResource } from '../model';
 import { isFhirId } from '../shared/fhir-id';
 import { canSee } from '../shared/owner';
-import { originOf, ownerOf, type BookingContext } from './actor';
+import { actsForRepository, originOf, ownerOf, type BookingContext } from './context';
 import { recordAppointmentChange } from './outbox';
 import { checkActiveParticipants, onlyThePatient, participantKeys, ownPatientParameter, resolvePatientParameter, withPatientParticipant } from './patients';
 import { checkProposal } from './proposal';
@@ -50,11 +50,11 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
 
   let participants = proposal.participant ?? [];
   // A patient books for their own Patient, named or not.
-  const given = c.actor.patient !== undefined ? ownPatientParameter(c.actor.patient, input.patient) : input.patient;
+  const given = c.caller?.patient !== undefined ? ownPatientParameter(c.caller.patient, input.patient) : input.patient;
   if (given) {
     const resolved = await resolvePatientParameter(c, given);
     participants = withPatientParticipant(proposal, given, resolved);
-    if (c.actor.patient !== undefined) onlyThePatient(participants, resolved);
+    if (c.caller?.patient !== undefined) onlyThePatient(participants, resolved);
   }
   // The slots (named, or the schedule's in the window) are locked and the participants and the
   // schedule parameter read in one statement (fewer round trips per booking); the checks then run in their order.
@@ -92,7 +92,7 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
   };
   // The holds are written by the appointment's own statement; a concurrent booking that won them: 409.
   const holds = c.tables.reservation(scheduleWindows(slots, window), slots.map((s) => s.id));
-  const opts = { owner: ownerOf(c.actor, 'Appointment'), alongside: holds.alongside };
+  const opts = { owner: ownerOf(c.caller, 'Appointment'), alongside: holds.alongside };
   let stored: Appointment;
   try {
     // A new appointment gets its id here (create: no row to read); a re-booking keeps its own.
@@ -102,7 +102,7 @@ export async function book(c: BookingContext, input: BookInput): Promise<BookRes
   }
 
   if (rebooked?.resource) {
-    await recordAppointmentChange(repo.db, { previous: rebooked.resource, next: stored, versionId: Number(stored.meta?.versionId), origin: originOf(c.actor), owner: rebooked.owner, at: c.now });
+    await recordAppointmentChange(repo.db, { previous: rebooked.resource, next: stored, versionId: Number(stored.meta?.versionId), origin: originOf(c.caller), owner: rebooked.owner, at: c.now });
   }
   if (replaced) await cancelReplaced(c, replaced.resource, replaced.owner);
   return { appointment: stored, pending };
@@ -112,7 +112,7 @@ async function lockAppointment(c: BookingContext, id: string): Promise<{ resourc
   if (!isFhirId(id)) throw badRequest(`Invalid id "${id}"`, 'Appointment.id', 'value');
   const row = await c.repo.readRow('Appointment', id, { forUpdate: true });
   if (!row) return undefined;
-  if (!canSee(row.owner, c.actor.scope, row.resource)) throw notFound('Appointment', id);
+  if (!canSee(row.owner, c.caller, row.resource)) throw notFound('Appointment', id);
   return { resource: row.deleted ? undefined : (row.resource as Appointment), owner: row.owner };
 }
 
@@ -120,7 +120,7 @@ async function lockReplaced(c: BookingContext, id: string, newId: string | undef
   const expression = "Parameters.parameter.where(name='cancelled-appt-id')";
   if (id === newId) throw badRequest('cancelled-appt-id names the appointment being booked; re-book it by its id instead', expression);
   const row = await c.repo.readRow('Appointment', id, { forUpdate: true });
-  if (!row || row.deleted || !canSee(row.owner, c.actor.scope, row.resource)) throw unprocessable(`Appointment/${id} to be cancelled does not exist`, expression, 'not-found');
+  if (!row || row.deleted || !canSee(row.owner, c.caller, row.resource)) throw unprocessable(`Appointment/${id} to be cancelled does not exist`, expression, 'not-found');
   const resource = row.resource as Appointment;
   if (!holdsTime(resource)) throw unprocessable(`Appointment/${id} is ${resource.status} and cannot be replaced`, expression);
   return { resource, owner: row.owner };
@@ -129,7 +129,7 @@ async function lockReplaced(c: BookingContext, id: string, newId: string | undef
 async function cancelReplaced(c: BookingContext, old: Appointment, owner: string | null): Promise<void> {
   const cancelled: Appointment = { ...old, status: 'cancelled' };
   const stored = (await c.repo.update(cancelled)).resource;
-  await recordAppointmentChange(c.repo.db, { previous: old, next: stored, versionId: Number(stored.meta?.versionId), origin: originOf(c.actor), owner, at: c.now });
+  await recordAppointmentChange(c.repo.db, { previous: old, next: stored, versionId: Number(stored.meta?.versionId), origin: originOf(c.caller), owner, at: c.now });
 }
 
 /** The ids of `Appointment.slot`, in its order (400 for a reference to anything else). */
@@ -197,7 +197,7 @@ async function findSlots(c: BookingContext, scheduleId: string, window: Window, 
 
 /** ISiK 6.0.0 $book `schedule`: the calendar named must exist (422 not-found, as a missing slot). */
 function checkScheduleParameter(c: BookingContext, id: string, row: StoredRow | undefined): void {
-  if (!row || row.deleted || !canSee(row.owner, c.actor.scope, row.resource)) {
+  if (!row || row.deleted || !canSee(row.owner, c.caller, row.resource)) {
     throw unprocessable(`Schedule/${id} named by the schedule parameter does not exist`, "Parameters.parameter.where(name='schedule')", 'not-found');
   }
 }
@@ -237,7 +237,7 @@ function scheduleWindows(slots: SlotView[], window: Window): { scheduleId: strin
 function bookedMeta(meta: Appointment['meta'], c: BookingContext): Appointment['meta'] {
   const tags = [...(meta?.tag ?? [])];
   // Resources created by a requesting institution are external to the practice system (ISiK).
-  if (!c.actor.isRepository && !tags.some((t) => t.system === EXTERNAL_TAG.system && t.code === EXTERNAL_TAG.code)) tags.push({ ...EXTERNAL_TAG });
+  if (!actsForRepository(c.caller) && !tags.some((t) => t.system === EXTERNAL_TAG.system && t.code === EXTERNAL_TAG.code)) tags.push({ ...EXTERNAL_TAG });
   const out: NonNullable<Appointment['meta']> = {};
   if (meta?.profile) out.profile = meta.profile;
   if (tags.length) out.tag = tags;
@@ -250,7 +250,7 @@ async function storeRelatedPerson(c: BookingContext, person: RelatedPerson, pati
   // RelatedPerson.patient is 1..1: the booked patient when the client left it out.
   const candidate = { ...rest, meta: { tag: [{ ...EXTERNAL_TAG }] }, ...(person.patient || !patientRef ? {} : { patient: { reference: patientRef } }) } as RelatedPerson;
   checkParameterResource(candidate, 'related-person');
-  const stored = await c.repo.create(candidate, { owner: ownerOf(c.actor, candidate.resourceType) });
+  const stored = await c.repo.create(candidate, { owner: ownerOf(c.caller, candidate.resourceType) });
   return { reference: `RelatedPerson/${stored.id}` };
 }
 
@@ -261,7 +261,7 @@ async function storeSubmittedInformation(c: BookingContext, qr: QuestionnaireRes
   const { id: _id, meta: _meta, ...rest } = qr;
   const candidate: QuestionnaireResponse = { ...rest, ...(qr.subject || !patientRef ? {} : { subject: { reference: patientRef } }) };
   checkParameterResource(candidate, 'patientSubmittedInformation');
-  const stored = await c.repo.create(candidate, { owner: ownerOf(c.actor, candidate.resourceType) });
+  const stored = await c.repo.create(candidate, { owner: ownerOf(c.caller, candidate.resourceType) });
   return { reference: `QuestionnaireResponse/${stored.id}` };
 }
 

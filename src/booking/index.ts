@@ -1,6 +1,6 @@
 export { book, type BookInput, type BookResult } from './book';
 export { bookingInterceptors } from './interceptors';
-export { actorOf, bookingContext, type Actor, type BookingContext } from './actor';
+export { bookingContext, type BookingContext } from './context';
 export { appointmentIdOf } from './references';
 export { changedImmutables, IMMUTABLE_ELEMENTS } from './immutables';
 export { BOOKING_CONFIRMATION_URL, REPLACES_URL } from './status';

@@ -2,7 +2,7 @@ import { deepEquals } from '@medplum/core';
 import type { Appointment, Patient, Slot } from '@medplum/fhirtypes';
 import { conflict, forbidden, issue, OperationOutcomeError, unprocessable } from '../shared/outcomes';
 import type { SearchRequest, WriteEvent, WriteInterceptor } from '../store';
-import { bookingContext, originOf, type BookingContext } from './actor';
+import { actsForRepository, bookingContext, originOf, type BookingContext } from './context';
 import { changedImmutables } from './immutables';
 import { recordAppointmentChange } from './outbox';
 import { checkActiveParticipants } from './patients';
@@ -45,8 +45,8 @@ async function onAppointmentWrite(event: WriteEvent): Promise<void> {
       );
     }
   }
-  if (c.actor.patient !== undefined) onlyACancellation(previous, next);
-  if (next && !c.actor.isRepository) {
+  if (c.caller?.patient !== undefined) onlyACancellation(previous, next);
+  if (next && !actsForRepository(c.caller)) {
     // Only the repository and its owners move appointments in and out of pending.
     if (previous && previous.status !== 'pending' && next.status === 'pending') {
       throw forbidden('Only the repository puts an appointment in pending');
@@ -71,7 +71,7 @@ async function onAppointmentWrite(event: WriteEvent): Promise<void> {
       previous,
       next,
       versionId: (row?.versionId ?? Number(previous.meta?.versionId ?? 0)) + 1,
-      origin: originOf(c.actor),
+      origin: originOf(c.caller),
       owner: row?.owner ?? null,
       at: c.now,
     });
@@ -137,7 +137,7 @@ async function onPatientWrite(event: WriteEvent): Promise<void> {
   const isActive = !!event.resource && (event.resource as Patient).active !== false;
   if (!wasActive || isActive) return;
   const c = bookingContext(event.repo, event.writer);
-  const c2: BookingContext = { ...c, actor: { isRepository: true } };
+  const c2: BookingContext = { ...c, caller: undefined };
   const found = await c.repo.search(appointmentsOf(event.previous.id as string));
   for (const a of found.resources as Appointment[]) {
     if ((epochMs(a.start) ?? Infinity) <= c.now.getTime()) continue;

@@ -3,7 +3,7 @@ import { forbidden, OperationOutcomeError, unprocessable } from '../shared/outco
 import { validateResource } from '../model';
 import type { SearchRequest, StoredRow } from '../store';
 import { canSee, KVID_SYSTEM } from '../shared/owner';
-import { ownerOf, type BookingContext } from './actor';
+import { ownerOf, type BookingContext } from './context';
 import { referencedId } from '../shared/references';
 import { EXTERNAL_TAG } from './status';
 
@@ -19,7 +19,7 @@ export async function resolvePatientParameter(c: BookingContext, patient: Patien
   await c.tables.lockIdentifiers(identifiers);
   for (const identifier of patient.identifier ?? []) {
     if (!identifier.system || !identifier.value) continue;
-    const found = await c.repo.search(byIdentifier(`${identifier.system}|${identifier.value}`), c.actor.scope);
+    const found = await c.repo.search(byIdentifier(`${identifier.system}|${identifier.value}`), c.caller);
     const match = found.resources[0] as Patient | undefined;
     if (match) {
       if (match.active === false) throw unprocessable(`Patient/${match.id} is not active`, 'Parameters.parameter.where(name=\'patient\')');
@@ -32,7 +32,7 @@ export async function resolvePatientParameter(c: BookingContext, patient: Patien
     ...rest,
     meta: { ...(meta?.profile ? { profile: meta.profile } : {}), tag: tags.some((t) => t.system === EXTERNAL_TAG.system && t.code === EXTERNAL_TAG.code) ? tags : [...tags, { ...EXTERNAL_TAG }] },
   };
-  return c.repo.create(tagged, { owner: ownerOf(c.actor, 'Patient') });
+  return c.repo.create(tagged, { owner: ownerOf(c.caller, 'Patient') });
 }
 
 /**
@@ -94,7 +94,7 @@ export async function checkActiveParticipants(
     const expression = `Appointment.participant[${i}].actor`;
     const key = `${type}/${id}`;
     const row = read?.has(key) ? read.get(key) : await c.repo.readRow(type, id);
-    if (!row || row.deleted || !canSee(row.owner, c.actor.scope, row.resource)) throw unprocessable(`${type}/${id} does not exist`, expression, 'not-found');
+    if (!row || row.deleted || !canSee(row.owner, c.caller, row.resource)) throw unprocessable(`${type}/${id} does not exist`, expression, 'not-found');
     if ((row.resource as Patient | HealthcareService).active === false) throw unprocessable(`${type}/${id} is not active`, expression);
   }
 }

@@ -1,5 +1,5 @@
 import type { Slot } from '@medplum/fhirtypes';
-import type { BookingContext } from './actor';
+import type { BookingContext } from './context';
 import { lockSlots, writeSlot } from './slots';
 
 /**

@@ -4,7 +4,7 @@
  * enforcement point asks for (`fhirReachPort`).
  */
 export { fhirEnv, fhirRouter } from './router';
-export type { FhirEnv, FhirRequest, FhirResponse, RequestIdentity } from './request';
+export type { FhirEnv, FhirRequest, FhirResponse, Caller } from './request';
 export { importResources, readResourceFile, toImportTransaction } from './import';
 export { fhirReachPort } from './request-reach';
 export { route } from './interactions';

@@ -1,11 +1,11 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
-import type { RequestIdentity } from '../protocol/identity';
+import type { Caller } from '../protocol/identity';
 import type { Jobs } from '../jobs';
-import type { AccessScope, Repository, WriteOrigin } from '../store';
+import type { Repository, WriteOrigin } from '../store';
 import type { OperationRegistry } from './operations/registry';
 
-export type { RequestIdentity } from '../protocol/identity';
+export type { Caller } from '../protocol/identity';
 export type { Interaction } from '../protocol/fhir-reach';
 
 /** An HTTP-independent FHIR request: the same handler serves HTTP, Bundle entries and jobs. */
@@ -21,7 +21,7 @@ export interface FhirRequest {
     ifNoneExist?: string;
     prefer?: string;
   };
-  identity?: RequestIdentity;
+  identity?: Caller;
 }
 
 export interface FhirResponse {
@@ -49,8 +49,8 @@ export function writerRepo(env: FhirEnv, req: FhirRequest): Repository {
   return env.repo.actingAs(env.origin, req.identity);
 }
 
-export function scopeOf(identity?: RequestIdentity): AccessScope | undefined {
-  return identity ? { institution: identity.institution, seesAll: identity.isOwner, ...(identity.patient !== undefined ? { patient: identity.patient } : {}) } : undefined;
+export function scopeOf(identity?: Caller): Pick<Caller, 'institution' | 'isOwner' | 'patient'> | undefined {
+  return identity ? { institution: identity.institution, isOwner: identity.isOwner, ...(identity.patient !== undefined ? { patient: identity.patient } : {}) } : undefined;
 }
 
 export function preferHeader(req: FhirRequest): Record<string, string> {

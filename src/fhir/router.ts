@@ -8,7 +8,7 @@ import { BODY_LIMIT, fhirBodyText, parsedBody } from './body';
 import { FHIR_JSON, FHIR_XML, FhirFormatError, formPairs, MalformedUrl, negotiateFormat, parseJson, pathSegments, queryPairs, toXml } from '../model';
 import { handle, route, unknownOperation } from './interactions';
 import { issue, notSupported, OperationOutcomeError, outcome } from '../shared/outcomes';
-import type { FhirEnv, FhirRequest, RequestIdentity } from './request';
+import type { FhirEnv, FhirRequest, Caller } from './request';
 import { fhirOperations, fhirRequestJob, FHIR_REQUEST_JOB, type Operation } from './operations';
 import { fhirBaseUrl } from '../config';
 import { encodedOnce } from './shared-answers';
@@ -46,7 +46,7 @@ export function fhirRouter(ctx: AppContext, env: FhirEnv): Router {
       // Where the request goes is known before its body is read: a path or operation that does not exist is 404, not a body error.
       const r = route({ method: req.method, path: pathSegments(req.path), query: [], headers: {} });
       if (r.interaction === 'operation' && !env.operations.find(r.operation!, r.type)) throw unknownOperation(r);
-      const fhirReq = toFhirRequest(req, query, res.locals.identity as RequestIdentity | undefined);
+      const fhirReq = toFhirRequest(req, query, res.locals.identity as Caller | undefined);
       refuseConditionalCreate(fhirReq.headers.ifNoneExist);
       const result = await handle(fhirReq, env, r);
       for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
@@ -134,7 +134,7 @@ function entityTag(res: Response, body: Buffer): string | undefined {
 }
 
 
-function toFhirRequest(req: Request, query: [string, string][], identity?: RequestIdentity): FhirRequest {
+function toFhirRequest(req: Request, query: [string, string][], identity?: Caller): FhirRequest {
   const contentType = req.header('content-type');
   const text = typeof req.body === 'string' ? req.body : '';
   let body: unknown;

@@ -7,7 +7,7 @@ import { parseSearch, parseSearchAnew, type ParsedSearch } from './search-reques
 import { scopeCovered } from '../protocol/smart-scopes';
 import { scopeContextOf } from '../protocol/identity';
 import { issue, outcome, unprocessable } from '../shared/outcomes';
-import { preferHeader, scopeOf, type FhirEnv, type FhirRequest, type RequestIdentity } from './request';
+import { preferHeader, scopeOf, type FhirEnv, type FhirRequest, type Caller } from './request';
 
 /**
  * ISiK search rules on top of generic FHIR search (ISiK Terminplanung CapabilityStatement,
@@ -76,7 +76,7 @@ function searchsetBundle(type: string, req: FhirRequest, env: FhirEnv, request: 
  * the ISiK CapabilityStatement lists (`Appointment:actor`) works for every requestor, and brings
  * the actor types its scopes cover. Without an identity (guard off, the repository itself): all.
  */
-function mayRead(identity: RequestIdentity | undefined, type: string): boolean {
+function mayRead(identity: Caller | undefined, type: string): boolean {
   return !identity || scopeCovered(`${scopeContextOf(identity)}/${type}.r`, identity.scopes);
 }
 

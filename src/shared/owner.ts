@@ -1,22 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
-
-/**
- * The one visibility rule of the repository. Appointments and Subscriptions belong to the
- * institution that created them; everything else, and whatever the repository writes itself,
- * belongs to nobody (`null`) and is visible to all. Repository owners (REPOSITORY_OWNERS) see
- * and manage everything. A patient (docs/requirements.md#identity-scopes-and-ownership) sees what
- * they own (their bookings), the public part of what belongs to nobody, and the Patients that
- * carry their insurance number. The store's SQL form of the rule is `scopeSql` in
- * store/search/sql.ts; it must say the same.
- */
-export interface Viewer {
-  /** Telematik-ID of the institution asking (a patient's: `patientOwner(kvnr)`). */
-  institution: string;
-  /** A repository owner, or the repository itself acting for one. */
-  seesAll: boolean;
-  /** A patient's insurance number (KVNR). */
-  patient?: string;
-}
+import type { Caller } from '../protocol/identity';
 
 /**
  * What a patient sees of what belongs to nobody: calendars, slots, services, practitioners,
@@ -31,20 +14,20 @@ export const KVID_SYSTEM = 'http://fhir.de/sid/gkv/kvid-10';
 /** Types whose resources belong to the institution that created them. */
 const INSTITUTION_OWNED = new Set(['Appointment', 'Subscription']);
 
-/** Who writes: an institution (maybe one of REPOSITORY_OWNERS), or the repository itself. */
-export interface Writer {
-  institution?: string;
-  isOwner: boolean;
-  /** A patient's insurance number (their `institution` is then `patientOwner(kvnr)`). */
-  patient?: string;
-}
-
 /**
+ * The one visibility rule of the repository. Appointments and Subscriptions belong to the
+ * institution that created them; everything else, and whatever the repository writes itself,
+ * belongs to nobody (`null`) and is visible to all. Repository owners (REPOSITORY_OWNERS) see
+ * and manage everything. A patient (docs/requirements.md#identity-scopes-and-ownership) sees what
+ * they own (their bookings), the public part of what belongs to nobody, and the Patients that
+ * carry their insurance number. The store's SQL form of the rule is `scopeSql` in
+ * store/search/sql.ts; it must say the same.
+ *
  * Can `viewer` see `resource`, owned by `owner`? No viewer: the repository itself, which sees
  * all. For a patient the resource decides (without it only what they own).
  */
-export function canSee(owner: string | null, viewer?: Viewer, resource?: Resource): boolean {
-  if (!viewer || viewer.seesAll || owner === viewer.institution) return true;
+export function canSee(owner: string | null, viewer?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>, resource?: Resource): boolean {
+  if (!viewer || viewer.isOwner || owner === viewer.institution) return true;
   if (viewer.patient === undefined) return owner === null;
   if (resource?.resourceType === 'Patient') return carriesInsuranceNumber(resource, viewer.patient);
   return owner === null && resource !== undefined && PUBLIC_TO_PATIENTS.includes(resource.resourceType);
@@ -62,7 +45,7 @@ export function carriesInsuranceNumber(patient: Resource, kvnr: string): boolean
  * systems) belongs to the repository (`null`); the repository itself (imports, jobs without a
  * requester) writes `null` too.
  */
-export function ownerForWrite(type: string, writer: Writer | undefined): string | null {
+export function ownerForWrite(type: string, writer: Pick<Caller, 'institution' | 'isOwner'> | undefined): string | null {
   if (!writer?.institution) return null;
   return writer.isOwner && !INSTITUTION_OWNED.has(type) ? null : writer.institution;
 }

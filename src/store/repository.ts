@@ -1,7 +1,8 @@
 import crypto from 'node:crypto';
 import type { Resource } from '@medplum/fhirtypes';
 import { gone, notFound, preconditionFailed } from '../shared/outcomes';
-import { canSee, type Viewer, type Writer } from '../shared/owner';
+import type { Caller } from '../protocol/identity';
+import { canSee } from '../shared/owner';
 import { retriedTransaction, SqlState, TRANSIENT_STATES, type Db, type RetryOptions } from './db';
 import { extractIndexRows, type IndexRows } from './search/extract';
 import { deleteIndexRows, indexWriteCtes, insertIndexRows } from './search/index-writer';
@@ -9,18 +10,13 @@ import { executeSearch, type SearchRequest, type SearchResult } from './search/s
 import type { SearchWindowCache } from './search/window-cache';
 import type { WriteEvent, WriteInterceptor, WriteOrigin } from './write-interceptors';
 
-/**
- * Who is asking: `undefined` sees everything (the repository itself, imports, jobs); otherwise
- * shared/owner.ts decides.
- */
-export type AccessScope = Viewer;
-
 export interface WriteOptions {
   /** Institution recorded as owner at creation (kept on later versions). */
   owner?: string | null;
   /** `W/"n"` or `n`: the write fails with 412 unless the current version is n. */
   ifMatch?: string;
-  scope?: AccessScope;
+  /** Who is asking: `undefined` sees everything (the repository itself, imports, jobs); otherwise shared/owner.ts decides. */
+  scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>;
   /** What the interceptors are told; default `update` (or `create`). PATCH says `patch`. */
   interaction?: 'patch';
   /**
@@ -79,7 +75,7 @@ export class Repository {
    */
   private locked = new Map<string, StoredRow | undefined>();
   /** Who the writes of this view are for. `rest` by default: the origin every interceptor applies to. */
-  private acting: { origin: WriteOrigin; writer?: Writer } = { origin: 'rest' };
+  private acting: { origin: WriteOrigin; writer?: Pick<Caller, 'institution' | 'isOwner' | 'patient'> } = { origin: 'rest' };
 
   constructor(
     readonly db: Db,
@@ -92,7 +88,7 @@ export class Repository {
   ) {}
 
   /** The same repository (transaction, lock cache, interceptors) writing for `origin` and `writer`. */
-  actingAs(origin: WriteOrigin, writer?: Writer): Repository {
+  actingAs(origin: WriteOrigin, writer?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>): Repository {
     const view = new Repository(this.db, this.baseUrl, this.now, this.interceptors, this.searchCache);
     view.locked = this.locked;
     view.acting = { origin, writer };
@@ -194,14 +190,14 @@ export class Repository {
   }
 
   /** The current version; 404 when absent or hidden from the scope, 410 when deleted. */
-  async read<T extends Resource = Resource>(type: string, id: string, scope?: AccessScope): Promise<T> {
+  async read<T extends Resource = Resource>(type: string, id: string, scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>): Promise<T> {
     const row = await this.readRow(type, id);
     if (!row || !canSee(row.owner, scope, row.resource)) throw notFound(type, id);
     if (row.deleted) throw gone(type, id);
     return row.resource as T;
   }
 
-  async vread(type: string, id: string, versionId: string, scope?: AccessScope): Promise<Resource> {
+  async vread(type: string, id: string, versionId: string, scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>): Promise<Resource> {
     const row = await this.readRow(type, id);
     // Version ids are PostgreSQL integers: a larger number names no version (not a failed query).
     if (!row || !canSee(row.owner, scope, row.resource) || !/^\d+$/.test(versionId) || Number(versionId) > MAX_VERSION_ID) throw notFound(type, `${id}/_history/${versionId}`);
@@ -212,7 +208,7 @@ export class Repository {
   }
 
   /** Every version, newest first, with deletions marked. */
-  async history(type: string, id: string, scope?: AccessScope): Promise<{ resource: Resource; deleted: boolean; versionId: number; lastUpdated: string }[]> {
+  async history(type: string, id: string, scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>): Promise<{ resource: Resource; deleted: boolean; versionId: number; lastUpdated: string }[]> {
     const row = await this.readRow(type, id);
     if (!row || !canSee(row.owner, scope, row.resource)) throw notFound(type, id);
     const { rows } = await this.db.query<{ content: Resource; deleted: boolean; version_id: number; last_updated: Date | string }>(
@@ -281,7 +277,7 @@ export class Repository {
     return rows.length === 0;
   }
 
-  search(request: SearchRequest, scope?: AccessScope): Promise<SearchResult> {
+  search(request: SearchRequest, scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>): Promise<SearchResult> {
     const opts = { scope, now: this.now(), baseUrl: this.baseUrl };
     if (!this.searchCache) return executeSearch(this.db, request, opts);
     return this.searchCache.search(this.db, request, opts, () => executeSearch(this.db, request, opts));

@@ -1,5 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
-import type { Writer } from '../shared/owner';
+import type { Caller } from '../protocol/identity';
 import type { Repository } from './repository';
 
 /**
@@ -24,7 +24,7 @@ export interface WriteEvent {
   previous?: Resource;
   origin: WriteOrigin;
   /** Who asks; undefined: the repository itself. */
-  writer?: Writer;
+  writer?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>;
   /** Bound to the write's transaction: extra reads and writes commit or roll back with it. */
   repo: Repository;
 }

@@ -1,7 +1,8 @@
 import type { Appointment } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import { claimPendingEvents, markProcessed, readVersion, type Db, type PendingEvent } from '../store';
-import { canSee, type Viewer } from '../shared/owner';
+import type { Caller } from '../protocol/identity';
+import { canSee } from '../shared/owner';
 import { listeningChannels } from './channel-store';
 import { numberEvent } from './event-store';
 import { matchesFilter, parseFilterCriteria } from './filter-criteria';
@@ -77,8 +78,8 @@ async function numberOutboxEvent(ctx: AppContext, tx: Db, row: PendingEvent): Pr
  * (no owner) hear all.
  */
 /** A Subscription sees what its owner would; one the repository owns (`null`) sees all. */
-function subscriberOf(subscriptionOwner: string | null, repositoryOwners: readonly string[]): Viewer | undefined {
-  return subscriptionOwner === null ? undefined : { institution: subscriptionOwner, seesAll: repositoryOwners.includes(subscriptionOwner) };
+function subscriberOf(subscriptionOwner: string | null, repositoryOwners: readonly string[]): Pick<Caller, 'institution' | 'isOwner' | 'patient'> | undefined {
+  return subscriptionOwner === null ? undefined : { institution: subscriptionOwner, isOwner: repositoryOwners.includes(subscriptionOwner) };
 }
 
 async function focusOf(tx: Db, event: PendingEvent): Promise<{ resource: Appointment; deleted: boolean } | undefined> {

@@ -7,7 +7,7 @@ import type { AppContext } from '../../src/context';
 import type { WriteInterceptor } from '../../src/store';
 import { importResources } from '../../src/fhir';
 import { handle } from '../../src/fhir/interactions';
-import type { FhirEnv, FhirRequest, FhirResponse, RequestIdentity } from '../../src/fhir/request';
+import type { FhirEnv, FhirRequest, FhirResponse, Caller } from '../../src/fhir/request';
 import { OperationOutcomeError } from '../../src/shared/outcomes';
 import { createTestContext, type TestClock } from '../helpers/context';
 
@@ -106,7 +106,7 @@ export async function put(f: BookingFixture, ...resources: Resource[]): Promise<
 }
 
 /** Runs a FHIR request through the FHIR layer as `identity` (the guard sets it in production). */
-export async function asFhir(f: BookingFixture, req: Partial<FhirRequest> & { method: string; path: string[] }, identity?: RequestIdentity): Promise<FhirResponse> {
+export async function asFhir(f: BookingFixture, req: Partial<FhirRequest> & { method: string; path: string[] }, identity?: Caller): Promise<FhirResponse> {
   try {
     return await handle({ query: [], headers: {}, ...req, identity }, f.env);
   } catch (err) {
@@ -115,11 +115,11 @@ export async function asFhir(f: BookingFixture, req: Partial<FhirRequest> & { me
   }
 }
 
-export const requestor = (institution = '1-INST-A'): RequestIdentity => ({
+export const requestor = (institution = '1-INST-A'): Caller => ({
   institution,
   scopes: ['system/Appointment.crus', 'system/Patient.cr'],
   isOwner: false,
 });
-export const owner = (): RequestIdentity => ({ institution: '1-PRACTICE', scopes: ['system/*.cruds'], isOwner: true });
+export const owner = (): Caller => ({ institution: '1-PRACTICE', scopes: ['system/*.cruds'], isOwner: true });
 
 export const FHIR_JSON = 'application/fhir+json';

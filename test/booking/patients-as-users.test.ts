@@ -5,7 +5,7 @@
  * Appointments, read only the Patient with their insurance number, and nothing else of anyone.
  */
 import type { Appointment, Bundle, OperationOutcome, Patient } from '@medplum/fhirtypes';
-import { patientOwner, type RequestIdentity } from '../../src/protocol/identity';
+import { patientOwner, type Caller } from '../../src/protocol/identity';
 import { DEFAULT_PATIENT_SCOPES } from '../../src/guard/policy/scopes';
 import { KVID_SYSTEM } from '../../src/shared/owner';
 import { asFhir, bookingFixture, freeSlot, owner, parameters, proposal, put, requestor, type BookingFixture } from './builders';
@@ -14,7 +14,7 @@ import { asFhir, bookingFixture, freeSlot, owner, parameters, proposal, put, req
 const ERIKA = 'X485231029';
 const MAX = 'A123456789';
 
-const patientIdentity = (kvnr: string): RequestIdentity => ({ institution: patientOwner(kvnr), clientId: 'app', scopes: [...DEFAULT_PATIENT_SCOPES], isOwner: false, patient: kvnr });
+const patientIdentity = (kvnr: string): Caller => ({ institution: patientOwner(kvnr), clientId: 'app', scopes: [...DEFAULT_PATIENT_SCOPES], isOwner: false, patient: kvnr });
 
 let n = 0;
 async function newSlot(f: BookingFixture): Promise<{ id: string; start: string; end: string }> {

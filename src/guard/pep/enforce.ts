@@ -1,5 +1,5 @@
 import type { FhirReachPort, Reach, ReachRequest, Route } from '../../protocol/fhir-reach';
-import { scopeContextOf, type RequestIdentity } from '../../protocol/identity';
+import { scopeContextOf, type Caller } from '../../protocol/identity';
 import type { ScopeContext } from '../../protocol/smart-scopes';
 import { MalformedUrl, pathSegments, queryPairs } from '../../model';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
@@ -47,7 +47,7 @@ export interface ResourceRequest {
 
 /** What an admitted request carries on: its caller, and the identity headers for the application. */
 export interface Decision {
-  identity: RequestIdentity;
+  identity: Caller;
   /** Headers to add to the request (ZETA: user info, client data, PoPP content). */
   forward: Record<string, string>;
 }
@@ -78,7 +78,7 @@ export interface TokenFacts {
   scopes: string[];
   userInfo: string;
   clientData: string;
-  identity: RequestIdentity;
+  identity: Caller;
 }
 
 /**
@@ -118,7 +118,7 @@ export async function enforce(request: ResourceRequest, deps: EnforcementDeps, t
 }
 
 /** Shared by every request with this token: nobody downstream may change it. */
-function frozen(identity: RequestIdentity): RequestIdentity {
+function frozen(identity: Caller): Caller {
   Object.freeze(identity.scopes);
   return Object.freeze(identity);
 }

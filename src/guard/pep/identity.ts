@@ -1,9 +1,9 @@
 import crypto from 'node:crypto';
-import { patientOwner, type RequestIdentity } from '../../protocol/identity';
+import { patientOwner, type Caller } from '../../protocol/identity';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 
 /** The verified caller as the FHIR layer sees it (`res.locals.identity`). */
-export function requestIdentity(token: AccessTokenPayload, repositoryOwners: readonly string[]): RequestIdentity {
+export function requestIdentity(token: AccessTokenPayload, repositoryOwners: readonly string[]): Caller {
   // A workload's subject is its issuer's to choose: it never passes for an institution's
   // Telematik-ID (its own resources are its `issuer#sub`) nor for a repository owner.
   const workload = token.platform === 'workload';

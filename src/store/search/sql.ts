@@ -2,7 +2,8 @@ import type { Resource } from '@medplum/fhirtypes';
 import type { Db } from '../db';
 import { isFhirId } from '../../shared/fhir-id';
 import { parseReference } from '../../shared/references';
-import { KVID_SYSTEM, PUBLIC_TO_PATIENTS, type Viewer } from '../../shared/owner';
+import type { Caller } from '../../protocol/identity';
+import { KVID_SYSTEM, PUBLIC_TO_PATIENTS } from '../../shared/owner';
 import { batchedReads } from './batched-reads';
 import { parseDateRange, toTimestamp, type DateRange } from './dates';
 import { normalizeString } from './extract';
@@ -43,7 +44,7 @@ export function searchResult(matches: readonly StoredMatch[], total: number, inc
 
 interface Ctx {
   params: unknown[];
-  scope?: Viewer;
+  scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>;
   now: Date;
   baseUrl: string;
   aliases?: number;
@@ -73,7 +74,7 @@ const DRIVER_PRIORITY: Record<string, number> = { reference: 0, token: 1, uri: 1
  * it prefers on its estimates and which costs far more for the typical ISiK slot query). Matches
  * are counted and paged in one statement, and only the page's rows are read from `resource`.
  */
-export async function executeSearch(db: Db, request: SearchRequest, opts: { scope?: Viewer; now: Date; baseUrl: string }): Promise<SearchResult> {
+export async function executeSearch(db: Db, request: SearchRequest, opts: { scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>; now: Date; baseUrl: string }): Promise<SearchResult> {
   const ctx: Ctx = { params: [], scope: opts.scope, now: opts.now, baseUrl: opts.baseUrl };
   const typeParam = p(ctx, request.resourceType);
   const compound = compoundDriver(ctx, request, typeParam);
@@ -225,7 +226,7 @@ function tableOf(type: string): string {
 
 /** The SQL form of shared/owner.ts `canSee`: what the viewer may see of resource row `r`. */
 function scopeSql(ctx: Ctx, r: string): string {
-  if (!ctx.scope || ctx.scope.seesAll) return '';
+  if (!ctx.scope || ctx.scope.isOwner) return '';
   const own = `${r}.owner = ${p(ctx, ctx.scope.institution)}`;
   if (ctx.scope.patient === undefined) return `(${r}.owner IS NULL OR ${own})`;
   const t = alias(ctx, 'k');
@@ -411,7 +412,7 @@ function escapeLike(s: string): string {
   return s.replace(/[\\%_]/g, (c) => `\\${c}`);
 }
 
-async function loadIncludes(db: Db, opts: { scope?: Viewer }, request: SearchRequest, matches: readonly StoredMatch[]): Promise<Resource[]> {
+async function loadIncludes(db: Db, opts: { scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'> }, request: SearchRequest, matches: readonly StoredMatch[]): Promise<Resource[]> {
   if (matches.length === 0 || (request.include.length === 0 && request.revinclude.length === 0)) return [];
   const ids = matches.map((m) => m.id);
   const seen = new Set(matches.map((m) => `${m.resourceType}/${m.id}`));

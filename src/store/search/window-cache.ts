@@ -2,7 +2,7 @@ import type { Resource } from '@medplum/fhirtypes';
 import { TickBatch } from '../../shared/group-commit';
 import { deepFreeze } from '../../shared/frozen';
 import { searchCache } from '../../shared/metrics';
-import type { Viewer } from '../../shared/owner';
+import type { Caller } from '../../protocol/identity';
 import type { Db } from '../db';
 import { compoundFilters, type SearchRequest, type SearchResult, type StoredMatch } from './sql';
 
@@ -52,7 +52,7 @@ export class SearchWindowCache {
 
   constructor(readonly maxEntries: number) {}
 
-  async search(db: Db, request: SearchRequest, opts: { scope?: Viewer; baseUrl: string }, run: () => Promise<SearchResult>): Promise<SearchResult> {
+  async search(db: Db, request: SearchRequest, opts: { scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>; baseUrl: string }, run: () => Promise<SearchResult>): Promise<SearchResult> {
     const shape = db.inTransaction ? undefined : requestShape(request, opts.baseUrl);
     if (!shape) return run();
     const { stamp, owned } = await this.stampsOf(db).submit(shape.window);
@@ -147,8 +147,8 @@ async function readStamps(db: Db, windows: Window[]): Promise<Stamp[]> {
   return rows.map((r) => ({ stamp: r.stamp, owned: r.owned }));
 }
 
-function viewerKey(scope: Viewer | undefined): string {
-  if (!scope || scope.seesAll) return '*';
+function viewerKey(scope: Pick<Caller, 'institution' | 'isOwner' | 'patient'> | undefined): string {
+  if (!scope || scope.isOwner) return '*';
   return `${scope.institution}\u0000${scope.patient ?? ''}`;
 }
 
