@@ -11,7 +11,8 @@ import { referencedId } from '../shared/references';
 import { releaseHolds } from './release';
 import { lockSlots, writeSlot, type SlotView } from './slots';
 import type { StoredRow } from '../store';
-import { BOOKING_CONFIRMATION_URL, EXTERNAL_TAG, holdsTime, REPLACES_URL } from './status';
+import { EXTERNAL_TAG, holdsTime } from './status';
+import { BOOKING_CONFIRMATION_URL, REPLACES_URL } from '../protocol/vocabulary';
 import { covers, instant, overlaps, type Window } from './time';
 
 /** The inputs of ISiK Terminplanung 6.0.0 `Appointment/$book`. */

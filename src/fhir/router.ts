@@ -12,6 +12,7 @@ import type { FhirEnv, FhirRequest, Caller } from './request';
 import { fhirOperations, fhirRequestJob, FHIR_REQUEST_JOB, type Operation } from './operations';
 import { fhirBaseUrl } from '../config';
 import { encodedOnce } from './shared-answers';
+import { RETRY_AFTER_SECONDS } from '../protocol/retry-after';
 import { jsonText } from './stored-json';
 
 
@@ -76,18 +77,13 @@ export function fhirRouter(ctx: AppContext, env: FhirEnv): Router {
  */
 const WHOLE_BODY = '$this';
 
-/** Seconds a client waits before it retries while the database is away. */
-const STORE_RETRY_AFTER_SEC = '5';
-/** While every pooled connection is busy: a burst passes in about this long. */
-const BUSY_RETRY_AFTER_SEC = '2';
-
 function toOutcomeError(err: unknown): OperationOutcomeError | undefined {
   if (err instanceof OperationOutcomeError) return err;
   if (err instanceof StoreBusy) {
-    return new OperationOutcomeError(503, [issue('transient', `The server is busy: ${err.message}; retry later`)], { 'Retry-After': BUSY_RETRY_AFTER_SEC });
+    return new OperationOutcomeError(503, [issue('transient', `The server is busy: ${err.message}; retry later`)], { 'Retry-After': RETRY_AFTER_SECONDS.storeBusy });
   }
   if (err instanceof StoreUnavailable) {
-    return new OperationOutcomeError(503, [issue('transient', 'The database is unavailable; retry later')], { 'Retry-After': STORE_RETRY_AFTER_SEC });
+    return new OperationOutcomeError(503, [issue('transient', 'The database is unavailable; retry later')], { 'Retry-After': RETRY_AFTER_SECONDS.storeUnavailable });
   }
   // PostgreSQL aborted the write for a concurrent one, again on every run it was given: the same
   // request may succeed a moment later.

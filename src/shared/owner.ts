@@ -1,4 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
+import { KVID_SYSTEM } from '../protocol/vocabulary';
 import type { Caller } from '../protocol/identity';
 
 /**
@@ -9,7 +10,7 @@ import type { Caller } from '../protocol/identity';
 export const PUBLIC_TO_PATIENTS: readonly string[] = ['CodeSystem', 'ValueSet', 'Schedule', 'Slot', 'HealthcareService', 'Practitioner', 'PractitionerRole', 'Location'];
 
 /** The identifier system of the German statutory insurance number (KVNR). */
-export const KVID_SYSTEM = 'http://fhir.de/sid/gkv/kvid-10';
+export { KVID_SYSTEM };
 
 /** Types whose resources belong to the institution that created them. */
 const INSTITUTION_OWNED = new Set(['Appointment', 'Subscription']);

@@ -1,3 +1,5 @@
+import { ISIK_PROFILE } from '../protocol/vocabulary';
+
 /** Canonicals of the Subscriptions R5 Backport IG 1.1.0 and of ISiK 6 (ISiK Terminplanung 6.0.0). */
 const BP = 'http://hl7.org/fhir/uv/subscriptions-backport';
 const ISIK_SD = 'https://gematik.de/fhir/isik/StructureDefinition';
@@ -20,7 +22,7 @@ export const BACKPORT = {
 } as const;
 
 export const ISIK = {
-  subscriptionProfile: `${ISIK_SD}/ISiKSubscriptionTermin`,
+  subscriptionProfile: ISIK_PROFILE.Subscription,
   statusProfile: `${ISIK_SD}/ISiKSubscriptionStatus`,
   notificationProfile: `${ISIK_SD}/ISiKSubscriptionNotification`,
   statusFixedProfile: `${ISIK_SD}/BackportSubscriptionStatusR4Fixed`,

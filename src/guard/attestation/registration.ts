@@ -1,5 +1,6 @@
 import type { JWK } from 'jose';
 import type { AppContext } from '../../context';
+import type { TPM_ACTIVATION } from '../../protocol/attestation-types';
 
 /** The client instance key of a registration, already checked (one EC P-256 `sig` key). */
 export interface RegisteringClient {
@@ -10,7 +11,7 @@ export interface RegisteringClient {
 /** A challenge the client must answer at /register/verify before it is registered. */
 export interface RegistrationChallenge {
   /** `challenge_type` of the 202 answer and `verify_type` of the verify request. */
-  type: 'tpm_activation';
+  type: typeof TPM_ACTIVATION;
   /** The expected answer (kept only as a hash). */
   answer: Buffer;
   /** Members of the 202 answer that carry the challenge (credential blob and secret). */
