@@ -5,6 +5,7 @@ import { keyEncryptionFor, type KeyEncryption } from '../keys/key-encryption';
 import { buildCertificate, pemCertificates } from '../pki/certificate-builder';
 import { generateHybridKeyPair, type HybridKeyPair, type HybridPrivateKeys } from '../../protocol/asl/asl-crypto';
 import { encodeCbor } from '../../protocol/asl/asl-messages';
+import { aslCertData, aslServerKeyById, insertAslServerKey, newestAslServerKey, type AslServerKeyRow as Row } from './asl-server-key-store';
 
 /** The SDK refuses keys that live longer than 30 days; a new set signs in well before. */
 const KEY_LIFETIME_SEC = 30 * 86400;
@@ -36,18 +37,6 @@ interface Signer {
   key: crypto.KeyObject;
 }
 
-interface Row {
-  id: string;
-  signed_pub_keys: Buffer;
-  signature: Buffer;
-  cert_hash: Buffer;
-  cdv: number;
-  private_keys: string;
-  cert_data: Buffer;
-  rotate_at: Date;
-  expires_at: Date;
-}
-
 /**
  * The server's static ASL keys: ECDH P-256 and ML-KEM-768, signed by the signer certificate,
  * shared by every replica through the store (private halves sealed with GUARD_KEY_SECRET), a new
@@ -66,8 +55,7 @@ export class AslServerKeys {
   async currentSet(): Promise<AslServerKeySet> {
     const now = this.ctx.now();
     if (this.current && this.current.rotateAt > now.getTime()) return this.current.set;
-    const r = await this.ctx.db.query<Row>('SELECT * FROM asl_server_key WHERE kek_id = $1 AND rotate_at > $2 ORDER BY created_at DESC LIMIT 1', [this.kek.id, now]);
-    const row = r.rows[0] ?? (await this.generate(now));
+    const row = (await newestAslServerKey(this.ctx.db, this.kek.id, now)) ?? (await this.generate(now));
     const set = this.fromRow(row);
     this.current = { set, rotateAt: new Date(row.rotate_at).getTime() };
     return set;
@@ -77,20 +65,15 @@ export class AslServerKeys {
   async find(id: string): Promise<AslServerKeySet | undefined> {
     const hit = this.byId.get(id);
     if (hit) return hit.expiresAt > this.ctx.now() ? hit : undefined;
-    const r = await this.ctx.db.query<Row>('SELECT * FROM asl_server_key WHERE id = $1 AND kek_id = $2 AND expires_at > $3', [id, this.kek.id, this.ctx.now()]);
-    return r.rows[0] ? this.fromRow(r.rows[0]) : undefined;
+    const row = await aslServerKeyById(this.ctx.db, id, this.kek.id, this.ctx.now());
+    return row ? this.fromRow(row) : undefined;
   }
 
   /** The CertData of `/CertData.<version>`, where version is `<cert hash hex>-<cdv>` of a living set. */
   async certData(version: string): Promise<Buffer | undefined> {
     const m = /^([0-9a-f]{64})-(\d{1,9})$/.exec(version);
     if (!m) return undefined;
-    const r = await this.ctx.db.query<{ cert_data: Buffer }>('SELECT cert_data FROM asl_server_key WHERE cert_hash = $1 AND cdv = $2 AND expires_at > $3 ORDER BY created_at DESC LIMIT 1', [
-      Buffer.from(m[1], 'hex'),
-      Number(m[2]),
-      this.ctx.now(),
-    ]);
-    return r.rows[0] ? Buffer.from(r.rows[0].cert_data) : undefined;
+    return aslCertData(this.ctx.db, Buffer.from(m[1], 'hex'), Number(m[2]), this.ctx.now());
   }
 
   private fromRow(row: Row): AslServerKeySet {
@@ -129,11 +112,7 @@ export class AslServerKeys {
       rotate_at: new Date(now.getTime() + ROTATE_AFTER_SEC * 1000),
       expires_at: new Date((iat + KEY_LIFETIME_SEC) * 1000),
     };
-    await this.ctx.db.query(
-      `INSERT INTO asl_server_key (id, signed_pub_keys, signature, cert_hash, cdv, private_keys, kek_id, cert_data, created_at, rotate_at, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING`,
-      [row.id, row.signed_pub_keys, row.signature, row.cert_hash, row.cdv, row.private_keys, this.kek.id, row.cert_data, now, row.rotate_at, row.expires_at],
-    );
+    await insertAslServerKey(this.ctx.db, row, this.kek.id, now);
     return row;
   }
 

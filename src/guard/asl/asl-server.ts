@@ -20,6 +20,7 @@ import {
 } from '../../protocol/asl/asl-crypto';
 import { AslError, decodeM1, decodeM3, decodeM3Inner, encodeCbor, encodeM2, encodeM4 } from '../../protocol/asl/asl-messages';
 import type { AslServerKeys } from './asl-server-keys';
+import { purgeAslSessions, reserveAslResponseNumbers, saveAslSession, takeAslHandshake, type AslSessionState } from './asl-session-store';
 
 /** Sessions live 24 h from M3 (libasl server.rs), not sliding. */
 const SESSION_TTL_SEC = 86400;
@@ -114,9 +115,9 @@ export class AslServer {
   async finish(cid: string, m3: Buffer): Promise<Buffer> {
     const now = this.ctx.now();
     // Single use: a second M3, or one after a failed first, starts again from M1.
-    const r = await this.ctx.db.query<{ sealed: string }>("DELETE FROM asl_session WHERE cid = $1 AND state = 'handshaking' AND expires_at > $2 RETURNING sealed", [cid, now]);
-    if (!r.rows[0]) throw new AslError('unknownCid', `unknown CID: ${cid} is no handshake in progress`);
-    const h = JSON.parse(this.kek.open(r.rows[0].sealed).toString('utf8')) as Handshake;
+    const sealed = await takeAslHandshake(this.ctx.db, cid, now);
+    if (!sealed) throw new AslError('unknownCid', `unknown CID: ${cid} is no handshake in progress`);
+    const h = JSON.parse(this.kek.open(sealed).toString('utf8')) as Handshake;
     const ssE = Buffer.from(h.ssE, 'base64');
     const transcript = Buffer.from(h.transcript, 'base64');
     const { aeadCt, keyConfirmation } = decodeM3(m3);
@@ -179,18 +180,14 @@ export class AslServer {
       s = undefined;
     }
     if (!s || s.next > s.end) {
-      const r = await this.ctx.db.query<{ sealed: string; enc_ctr: string; expires_at: Date }>(
-        "UPDATE asl_session SET enc_ctr = enc_ctr + $3 WHERE cid = $1 AND state = 'established' AND expires_at > $2 RETURNING sealed, enc_ctr, expires_at",
-        [cid, now, COUNTER_BLOCK.toString()],
-      );
-      const row = r.rows[0];
+      const row = await reserveAslResponseNumbers(this.ctx.db, cid, now, COUNTER_BLOCK);
       if (!row) {
         this.held.delete(cid);
         throw new AslError('unknownCid', `unknown CID: ${cid} is no established session (or it has expired)`);
       }
-      const end = BigInt(row.enc_ctr);
+      const end = row.encCtr;
       const keys = s ?? this.opened(row.sealed);
-      s = { ...keys, expiresAt: new Date(row.expires_at), next: end - COUNTER_BLOCK + 1n, end };
+      s = { ...keys, expiresAt: row.expiresAt, next: end - COUNTER_BLOCK + 1n, end };
       if (this.held.size >= SESSION_CACHE_SIZE) this.held.delete(this.held.keys().next().value as string);
       this.held.set(cid, s);
     }
@@ -202,14 +199,10 @@ export class AslServer {
     return { keyId: Buffer.from(e.keyId, 'base64'), c2s: Buffer.from(e.c2s, 'base64'), s2c: Buffer.from(e.s2c, 'base64') };
   }
 
-  private async save(cid: string, state: 'handshaking' | 'established', value: Handshake | Established, ttlSec: number): Promise<void> {
+  private async save(cid: string, state: AslSessionState, value: Handshake | Established, ttlSec: number): Promise<void> {
     const now = this.ctx.now();
     // Expired sessions go on the way (1 in 100 writes), as libasl's sweep does.
-    if (Math.random() < 0.01) await this.ctx.db.query('DELETE FROM asl_session WHERE expires_at < $1', [now]);
-    await this.ctx.db.query(
-      `INSERT INTO asl_session (cid, state, sealed, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT (cid) DO UPDATE SET state = EXCLUDED.state, sealed = EXCLUDED.sealed, enc_ctr = 0, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at`,
-      [cid, state, this.kek.seal(Buffer.from(JSON.stringify(value))), now, new Date(now.getTime() + ttlSec * 1000)],
-    );
+    if (Math.random() < 0.01) await purgeAslSessions(this.ctx.db, now);
+    await saveAslSession(this.ctx.db, cid, state, this.kek.seal(Buffer.from(JSON.stringify(value))), now, new Date(now.getTime() + ttlSec * 1000));
   }
 }

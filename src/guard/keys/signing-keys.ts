@@ -3,19 +3,11 @@ import { calculateJwkThumbprint, exportJWK, type JWK } from 'jose';
 import type { AppContext } from '../../context';
 import type { GuardSettings } from '../settings';
 import { keyEncryptionFor, type KeyEncryption } from './key-encryption';
+import { insertSigningKey, newestSigningKey, publishedSigningKeys, type SigningKeyRow as KeyRow } from './signing-key-store';
 
 export interface SigningKey {
   kid: string;
   privateKey: crypto.KeyObject;
-}
-
-interface KeyRow {
-  kid: string;
-  public_jwk: JWK;
-  private_enc: string;
-  kek_id: string;
-  retire_at: Date;
-  unpublish_at: Date;
 }
 
 /** How long this process trusts its last read of the published keys when checking its own tokens. */
@@ -50,11 +42,7 @@ export class SigningKeys {
   async signingKey(): Promise<SigningKey> {
     const now = this.ctx.now();
     if (this.current && this.current.retireAt > now.getTime()) return this.current.key;
-    const r = await this.ctx.db.query<KeyRow>(
-      'SELECT * FROM guard_signing_key WHERE kek_id = $1 AND retire_at > $2 ORDER BY created_at DESC LIMIT 1',
-      [this.kek.id, now],
-    );
-    const row = r.rows[0] ?? (await this.generate(now));
+    const row = (await newestSigningKey(this.ctx.db, this.kek.id, now)) ?? (await this.generate(now));
     const privateKey = crypto.createPrivateKey({ key: this.kek.open(row.private_enc), format: 'der', type: 'pkcs8' });
     const fresh = this.current?.key.kid !== row.kid;
     this.current = { key: { kid: row.kid, privateKey }, retireAt: new Date(row.retire_at).getTime() };
@@ -100,8 +88,7 @@ export class SigningKeys {
     // A key exists from the first request on, so clients and the PEP can fetch it before any token.
     await this.signingKey();
     const now = this.ctx.now();
-    const r = await this.ctx.db.query<KeyRow>('SELECT kid, public_jwk FROM guard_signing_key WHERE unpublish_at > $1 ORDER BY created_at DESC', [now]);
-    const jwks = { keys: r.rows.map((row) => ({ ...row.public_jwk, kid: row.kid, use: 'sig', alg: 'ES256' })) };
+    const jwks = { keys: (await publishedSigningKeys(this.ctx.db, now)).map((row) => ({ ...row.public_jwk, kid: row.kid, use: 'sig', alg: 'ES256' })) };
     this.published = { jwks, at: now.getTime() };
     return jwks;
   }
@@ -121,11 +108,7 @@ export class SigningKeys {
       retire_at: retireAt,
       unpublish_at: unpublishAt,
     };
-    await this.ctx.db.query(
-      `INSERT INTO guard_signing_key (kid, public_jwk, private_enc, kek_id, created_at, retire_at, unpublish_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kid) DO NOTHING`,
-      [row.kid, JSON.stringify(row.public_jwk), row.private_enc, row.kek_id, now, row.retire_at, row.unpublish_at],
-    );
+    await insertSigningKey(this.ctx.db, row, now);
     this.ctx.logger.info({ kid }, 'guard: generated a new signing key');
     return row;
   }

@@ -1,4 +1,5 @@
 import type { Db } from '../../store';
+import { sessionRevoked } from './revoked-sessions-store';
 
 /**
  * Is the session (refresh-token family, the access token's `sid`) still alive? /revoke and reuse
@@ -52,9 +53,8 @@ export class RevokedSessions implements SessionLiveness {
 
   private async lookup(sid: string): Promise<boolean> {
     const asked = monotonicMs();
-    const r = await this.db.query<{ revoked: boolean }>('SELECT revoked_at IS NOT NULL AS revoked FROM guard_session WHERE sid = $1', [sid]);
     // No row: a session this store never issued (or one long expired and purged).
-    const live = r.rows.length === 1 && !r.rows[0].revoked;
+    const live = (await sessionRevoked(this.db, sid)) === false;
     if (!live) {
       remember(this.dead, sid);
       this.liveUntil.delete(sid);
