@@ -1,8 +1,8 @@
 import crypto from 'node:crypto';
 import type { AppContext } from '../../../context';
+import { type AuthorizationKind, insertAuthorization, markAuthorizationReused, markAuthorizationUsed, purgeAuthorizations, setAuthorizationSession } from './authorization-store';
 
-/** The steps of a patient's login that hand out a single-use handle (migration 104). */
-export type AuthorizationKind = 'request_uri' | 'login' | 'code';
+export type { AuthorizationKind } from './authorization-store';
 
 /** What POST /par was asked for; carried through every later step. */
 export interface PushedRequest {
@@ -49,11 +49,8 @@ export function newHandle(): string {
 export async function saveAuthorization(ctx: AppContext, kind: AuthorizationKind, handle: string, clientId: string, data: unknown, ttlSec: number): Promise<void> {
   const now = ctx.now();
   // Reused codes stay a while after expiry so a late second redemption still revokes.
-  await ctx.db.query('DELETE FROM guard_authorization WHERE expires_at < $1', [new Date(now.getTime() - 3600_000)]);
-  await ctx.db.query(
-    'INSERT INTO guard_authorization (handle_hash, kind, client_id, data, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)',
-    [hash(handle), kind, clientId, JSON.stringify(data), now, new Date(now.getTime() + ttlSec * 1000)],
-  );
+  await purgeAuthorizations(ctx.db, new Date(now.getTime() - 3600_000));
+  await insertAuthorization(ctx.db, hash(handle), kind, clientId, data, now, new Date(now.getTime() + ttlSec * 1000));
 }
 
 /**
@@ -62,18 +59,11 @@ export async function saveAuthorization(ctx: AppContext, kind: AuthorizationKind
  */
 export async function redeemAuthorization<T>(ctx: AppContext, kind: AuthorizationKind, handle: string): Promise<Redeemed<T> | undefined> {
   const now = ctx.now();
-  const first = await ctx.db.query<{ data: T; client_id: string }>(
-    'UPDATE guard_authorization SET used_at = $3 WHERE handle_hash = $1 AND kind = $2 AND used_at IS NULL AND expires_at > $3 RETURNING data, client_id',
-    [hash(handle), kind, now],
-  );
-  if (first.rows[0]) return { data: first.rows[0].data, clientId: first.rows[0].client_id };
-  const seen = await ctx.db.query<{ data: T; client_id: string; sid: string | null }>(
-    'UPDATE guard_authorization SET reused_at = COALESCE(reused_at, $3) WHERE handle_hash = $1 AND kind = $2 AND used_at IS NOT NULL RETURNING data, client_id, sid',
-    [hash(handle), kind, now],
-  );
-  const row = seen.rows[0];
+  const first = await markAuthorizationUsed<T>(ctx.db, hash(handle), kind, now);
+  if (first) return first;
+  const row = await markAuthorizationReused<T>(ctx.db, hash(handle), kind, now);
   if (!row) return undefined;
-  return { data: row.data, clientId: row.client_id, reused: { sid: row.sid ?? undefined } };
+  return { data: row.data, clientId: row.clientId, reused: { sid: row.sid ?? undefined } };
 }
 
 /**
@@ -81,6 +71,5 @@ export async function redeemAuthorization<T>(ctx: AppContext, kind: Authorizatio
  * second redemption came in the meantime: the caller revokes the session itself.
  */
 export async function recordSession(ctx: AppContext, kind: AuthorizationKind, handle: string, sid: string): Promise<boolean> {
-  const r = await ctx.db.query<{ reused_at: Date | null }>('UPDATE guard_authorization SET sid = $3 WHERE handle_hash = $1 AND kind = $2 RETURNING reused_at', [hash(handle), kind, sid]);
-  return r.rows[0]?.reused_at === null;
+  return (await setAuthorizationSession(ctx.db, hash(handle), kind, sid)) === null;
 }
