@@ -32,6 +32,7 @@ const STORE_FREE = [
   'test/ops-startup.test.ts',
   'test/ops-workload-token.test.ts',
   'test/protocol/opening-hours.test.ts',
+  'test/protocol/vocabulary.test.ts',
   'test/server.test.ts',
   'test/store/extract-absent.test.ts',
   'test/store/pglite-queue.test.ts',
