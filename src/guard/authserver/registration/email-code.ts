@@ -5,6 +5,7 @@ import { InvalidRequest, RateLimitExceeded, ResourceNotFound, TemporarilyUnavail
 import type { KeyEncryption } from '../../keys/key-encryption';
 import type { ClientRecord } from '../clients/client-store';
 import { deleteExpiredTransactions, openTransaction, replaceAnswer } from './registration-transactions';
+import { claimMail, emailTransactionExists, liveMailState, releaseMail } from './registration-transaction-store';
 import { hitRateLimit, rateLimitHeaders } from '../../state/rate-limit';
 import type { SharedState } from '../../state/shared-state';
 
@@ -125,10 +126,10 @@ export interface EmailChallenge {
 export async function openEmailChallenge(ctx: AppContext, kek: KeyEncryption, mailer: Mailer, client: ClientRecord, email: string, state?: SharedState): Promise<EmailChallenge> {
   await deleteExpiredTransactions(ctx);
   const mac = kek.mac('email-address', Buffer.from(email, 'utf8'));
-  const open = await ctx.db.query<{ transaction_id: string }>('SELECT transaction_id FROM guard_registration_transaction WHERE client_jkt = $1 AND email_mac = $2', [client.jkt, mac]);
+  const open = await emailTransactionExists(ctx.db, client.jkt, mac);
   // Its id is not handed out again: a registration proves no possession of the key, so whoever
   // knows a key and an address could otherwise take over the challenge's tries and mails.
-  if (open.rows[0]) throw new RateLimitExceeded('a code for this client key and address is pending: enter it, or ask /register/resend with its transaction_id', { headers: { 'Retry-After': String(RESEND_COOLDOWN_SEC) } });
+  if (open) throw new RateLimitExceeded('a code for this client key and address is pending: enter it, or ask /register/resend with its transaction_id', { headers: { 'Retry-After': String(RESEND_COOLDOWN_SEC) } });
   await addressMayGetMail(state, mac, ctx.now());
   const transactionId = crypto.randomUUID();
   const code = newCode();
@@ -155,40 +156,30 @@ export async function openEmailChallenge(ctx: AppContext, kek: KeyEncryption, ma
 export async function resendEmailCode(ctx: AppContext, kek: KeyEncryption, mailer: Mailer, transactionId: string, state?: SharedState): Promise<EmailChallenge> {
   if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(transactionId)) throw new ResourceNotFound('no pending registration with this transaction_id (unknown, expired or used)');
   const now = ctx.now();
-  const r = await ctx.db.query<{ mails: number; last_mail_at: Date | string; email_sealed: string | null; expires_at: Date | string }>(
-    `SELECT mails, last_mail_at, email_sealed, expires_at FROM guard_registration_transaction
-      WHERE transaction_id = $1 AND challenge_type = $2 AND expires_at > $3 AND failures < max_failures`,
-    [transactionId, EMAIL_CHALLENGE, now],
-  );
-  const row = r.rows[0];
-  if (!row?.email_sealed) throw new ResourceNotFound('no pending e-mail registration with this transaction_id (unknown, expired or used)');
-  const last = new Date(row.last_mail_at);
+  const row = await liveMailState(ctx.db, transactionId, EMAIL_CHALLENGE, now);
+  if (!row?.emailSealed) throw new ResourceNotFound('no pending e-mail registration with this transaction_id (unknown, expired or used)');
+  const last = row.lastMailAt;
   if (row.mails >= MAX_MAILS) {
-    const wait = Math.max(1, Math.ceil((new Date(row.expires_at).getTime() - now.getTime()) / 1000));
+    const wait = Math.max(1, Math.ceil((row.expiresAt.getTime() - now.getTime()) / 1000));
     throw new RateLimitExceeded(`at most ${MAX_MAILS} mails per registration`, { headers: { 'Retry-After': String(wait) } });
   }
   const cooldownEnds = last.getTime() + RESEND_COOLDOWN_SEC * 1000;
   if (cooldownEnds > now.getTime()) {
     throw new RateLimitExceeded(`one mail a minute: wait before asking for another code`, { headers: { 'Retry-After': String(Math.ceil((cooldownEnds - now.getTime()) / 1000)) } });
   }
-  const claimed = await ctx.db.query(
-    `UPDATE guard_registration_transaction SET mails = mails + 1, last_mail_at = $2
-      WHERE transaction_id = $1 AND mails = $3 AND last_mail_at = $4 AND mails < $5 RETURNING transaction_id`,
-    [transactionId, now, row.mails, last, MAX_MAILS],
-  );
-  if (claimed.rowCount === 0) throw new RateLimitExceeded('another code was just sent for this registration', { headers: { 'Retry-After': String(RESEND_COOLDOWN_SEC) } });
+  if (!(await claimMail(ctx.db, transactionId, now, row.mails, last, MAX_MAILS))) throw new RateLimitExceeded('another code was just sent for this registration', { headers: { 'Retry-After': String(RESEND_COOLDOWN_SEC) } });
   const code = newCode();
-  const email = kek.open(row.email_sealed).toString('utf8');
+  const email = kek.open(row.emailSealed).toString('utf8');
   try {
     await addressMayGetMail(state, kek.mac('email-address', Buffer.from(email, 'utf8')), now);
   } catch (err) {
-    await ctx.db.query('UPDATE guard_registration_transaction SET mails = mails - 1, last_mail_at = $2 WHERE transaction_id = $1', [transactionId, last]);
+    await releaseMail(ctx.db, transactionId, last);
     throw err;
   }
   try {
     await sendOrUnavailable(mailer, codeMail(email, transactionId, code), ctx);
   } catch (err) {
-    await ctx.db.query('UPDATE guard_registration_transaction SET mails = mails - 1, last_mail_at = $2 WHERE transaction_id = $1', [transactionId, last]);
+    await releaseMail(ctx.db, transactionId, last);
     throw err;
   }
   await replaceAnswer(ctx, transactionId, emailCodeAnswer(kek, transactionId, code), new Date(now.getTime() + EMAIL_CODE_TTL_SEC * 1000));

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type { AppContext } from '../../../context';
 import type { ClientRecord } from '../clients/client-store';
+import { countFailure, deleteTransaction, insertTransaction, liveAnswerHash, liveChallengeType, purgeTransactions, takeTransaction, updateAnswerHash } from './registration-transaction-store';
 
 /** Wrong answers a TPM activation survives; the last one ends it (docs/requirements.md, Hardware attestation: the third wrong answer). */
 export const MAX_FAILURES = 3;
@@ -32,43 +33,32 @@ export async function openTransaction(ctx: AppContext, challengeType: string, an
   const transactionId = o.transactionId ?? crypto.randomUUID();
   const now = ctx.now();
   await deleteExpiredTransactions(ctx);
-  await ctx.db.query(
-    `INSERT INTO guard_registration_transaction (transaction_id, challenge_type, answer_hash, client, expires_at, max_failures, client_jkt, email_mac, email_sealed, mails, last_mail_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-    [
-      transactionId,
-      challengeType,
-      answerHash(answer),
-      JSON.stringify(client),
-      new Date(now.getTime() + ttlSec * 1000),
-      o.maxFailures ?? MAX_FAILURES,
-      o.email?.jkt ?? null,
-      o.email?.mac ?? null,
-      o.email?.sealed ?? null,
-      o.email ? 1 : 0,
-      o.email?.sentAt ?? null,
-    ],
-  );
+  await insertTransaction(ctx.db, {
+    transactionId,
+    challengeType,
+    answerHash: answerHash(answer),
+    client,
+    expiresAt: new Date(now.getTime() + ttlSec * 1000),
+    maxFailures: o.maxFailures ?? MAX_FAILURES,
+    email: o.email,
+  });
   return transactionId;
 }
 
 /** A new expected answer and lifetime (a resent e-mail code; the old code stops working). */
 export async function replaceAnswer(ctx: AppContext, transactionId: string, answer: Buffer, expiresAt: Date): Promise<void> {
-  await ctx.db.query('UPDATE guard_registration_transaction SET answer_hash = $2, expires_at = $3 WHERE transaction_id = $1', [transactionId, answerHash(answer), expiresAt]);
+  await updateAnswerHash(ctx.db, transactionId, answerHash(answer), expiresAt);
 }
 
 export async function deleteExpiredTransactions(ctx: AppContext): Promise<void> {
-  await ctx.db.query('DELETE FROM guard_registration_transaction WHERE expires_at <= $1 OR failures >= max_failures', [ctx.now()]);
+  await purgeTransactions(ctx.db, ctx.now());
 }
 
 /** The live transaction, or undefined when it is unknown, expired or used. */
 export async function findTransaction(ctx: AppContext, transactionId: string): Promise<{ challengeType: string } | undefined> {
   if (!UUID.test(transactionId)) return undefined;
-  const r = await ctx.db.query<{ challenge_type: string }>(
-    'SELECT challenge_type FROM guard_registration_transaction WHERE transaction_id = $1 AND expires_at > $2 AND failures < max_failures',
-    [transactionId, ctx.now()],
-  );
-  return r.rows[0] ? { challengeType: r.rows[0].challenge_type } : undefined;
+  const challengeType = await liveChallengeType(ctx.db, transactionId, ctx.now());
+  return challengeType ? { challengeType } : undefined;
 }
 
 export type AnswerOutcome = { kind: 'right'; transaction: RegistrationTransaction } | { kind: 'wrong'; triesLeft: number } | { kind: 'gone' };
@@ -80,28 +70,15 @@ export type AnswerOutcome = { kind: 'right'; transaction: RegistrationTransactio
 export async function answerTransaction(ctx: AppContext, transactionId: string, answer: Buffer): Promise<AnswerOutcome> {
   if (!UUID.test(transactionId)) return { kind: 'gone' };
   const now = ctx.now();
-  const r = await ctx.db.query<{ answer_hash: Buffer | Uint8Array }>(
-    'SELECT answer_hash FROM guard_registration_transaction WHERE transaction_id = $1 AND expires_at > $2 AND failures < max_failures',
-    [transactionId, now],
-  );
-  const row = r.rows[0];
-  if (!row) return { kind: 'gone' };
-  const expected = Buffer.from(row.answer_hash);
+  const expected = await liveAnswerHash(ctx.db, transactionId, now);
+  if (!expected) return { kind: 'gone' };
   if (!crypto.timingSafeEqual(expected, answerHash(answer))) {
-    const u = await ctx.db.query<{ failures: number; max_failures: number }>(
-      'UPDATE guard_registration_transaction SET failures = failures + 1 WHERE transaction_id = $1 AND failures < max_failures RETURNING failures, max_failures',
-      [transactionId],
-    );
-    const left = u.rows[0] ? u.rows[0].max_failures - u.rows[0].failures : 0;
-    if (left <= 0) await ctx.db.query('DELETE FROM guard_registration_transaction WHERE transaction_id = $1', [transactionId]);
+    const left = await countFailure(ctx.db, transactionId);
+    if (left <= 0) await deleteTransaction(ctx.db, transactionId);
     return { kind: 'wrong', triesLeft: Math.max(0, left) };
   }
-  const d = await ctx.db.query<{ challenge_type: string; client: ClientRecord }>(
-    'DELETE FROM guard_registration_transaction WHERE transaction_id = $1 AND expires_at > $2 AND failures < max_failures RETURNING challenge_type, client',
-    [transactionId, now],
-  );
-  const used = d.rows[0];
+  const used = await takeTransaction(ctx.db, transactionId, now);
   if (!used) return { kind: 'gone' };
   const client = typeof used.client === 'string' ? (JSON.parse(used.client) as ClientRecord) : used.client;
-  return { kind: 'right', transaction: { transactionId, challengeType: used.challenge_type, client: { ...client, issuedAt: new Date(client.issuedAt) } } };
+  return { kind: 'right', transaction: { transactionId, challengeType: used.challengeType, client: { ...client, issuedAt: new Date(client.issuedAt) } } };
 }
