@@ -8,6 +8,7 @@ import type { AttestationContext, AttestationResult, ClientStatement, PostureVer
 import { attestationResult, printableMembers, PRODUCT_MEMBERS, registrationFor } from '../posture-result';
 import type { RegisteringClient, RegistrationProof, RegistrationVerifier } from '../registration';
 import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
+import { raiseAssertionCounter } from './platform-a-store';
 import {
   AAGUID_DEVELOPMENT,
   AAGUID_PRODUCTION,
@@ -124,12 +125,7 @@ export const platformAPostureVerifier: PostureVerifier = {
     if (!verifiesEs256(key, sha256(assertion.authenticatorData, sha256(challenge)), assertion.signature)) {
       throw refused('assertion_signature', 'the assertion is not by the registered App Attest key over this attestation challenge');
     }
-    const raised = await actx.ctx.db.query(
-      `UPDATE guard_client SET attestation = jsonb_set(attestation, '{platform_a,counter}', to_jsonb($2::bigint))
-        WHERE client_id = $1 AND (attestation #>> '{platform_a,counter}')::bigint < $2 RETURNING client_id`,
-      [actx.clientId, auth.signCount],
-    );
-    if (raised.rowCount === 0) throw refused('counter_replayed', 'the assertion counter is not above the last one seen');
+    if (!(await raiseAssertionCounter(actx.ctx.db, actx.clientId, auth.signCount))) throw refused('counter_replayed', 'the assertion counter is not above the last one seen');
     return attestationResult(statement, p, {
       postureType: ATTESTATION_TYPE.platformA,
       result: { platform_a: { app_id: registered.app_id, environment: registered.environment, counter: auth.signCount } },

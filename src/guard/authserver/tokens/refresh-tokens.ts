@@ -1,32 +1,18 @@
 import crypto from 'node:crypto';
 import type { AppContext } from '../../../context';
-import type { PolicyInput, WorkloadPolicyInput } from '../../policy';
 import type { RevokedSessions } from '../../state/revoked-sessions';
-import type { SessionClaims } from './access-token';
-import { recordAttestationSql } from '../clients/client-store';
+import {
+  insertSession,
+  insertSessionWithToken,
+  markSessionRevoked,
+  refreshTokenByHash,
+  rotateStoredToken,
+  sessionClient,
+  type RefreshTokenRecord,
+  type Session,
+} from './refresh-token-store';
 
-/** A refresh-token family: one session of one client with one DPoP key. */
-export interface Session {
-  sid: string;
-  clientId: string;
-  jkt: string;
-  claims: SessionClaims;
-  /** A workload's session (docs/requirements.md, Workload token exchange) has no refresh token: its input is never refreshed. */
-  policyInput: PolicyInput | WorkloadPolicyInput;
-  createdAt: Date;
-  expiresAt: Date;
-  revokedAt?: Date;
-  /** A workload's session (docs/requirements.md, Workload token exchange): `clientId` names the workload, not a registered client. */
-  workload?: boolean;
-}
-
-export interface RefreshTokenRecord {
-  tokenHash: string;
-  session: Session;
-  issuedAt: Date;
-  expiresAt: Date;
-  consumedAt?: Date;
-}
+export type { RefreshTokenRecord, Session } from './refresh-token-store';
 
 /** Opaque 256-bit token; only its SHA-256 is stored. */
 function newRefreshTokenValue(): string {
@@ -37,16 +23,9 @@ export function refreshTokenHash(token: string): string {
   return crypto.createHash('sha256').update(token).digest('base64url');
 }
 
-const INSERT_SESSION = `INSERT INTO guard_session (sid, client_id, jkt, claims, policy_input, created_at, expires_at, workload, registered_client_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $8 THEN NULL ELSE $2 END)`;
-
-function sessionParams(s: Session): unknown[] {
-  return [s.sid, s.clientId, s.jkt, JSON.stringify(s.claims), JSON.stringify(s.policyInput), s.createdAt, s.expiresAt, s.workload === true];
-}
-
 /** A session without refresh tokens (a workload's, docs/requirements.md, Workload token exchange). */
 export async function createSession(ctx: AppContext, s: Session): Promise<void> {
-  await ctx.db.query(INSERT_SESSION, sessionParams(s));
+  await insertSession(ctx.db, s);
 }
 
 /** A refresh token about to be stored: the value for the client, what the table keeps. */
@@ -70,15 +49,7 @@ function newRefreshToken(ctx: AppContext, session: Session, ttlSec: number): New
  */
 export async function createSessionWithToken(ctx: AppContext, s: Session, ttlSec: number, attestedPlatform?: string): Promise<NewRefreshToken> {
   const rt = newRefreshToken(ctx, s, ttlSec);
-  // $1-$8 the session ($2 its client), $9-$11 the refresh token ($10 now), $12 the platform.
-  const ctes = [`session AS (${INSERT_SESSION} RETURNING sid)`];
-  if (attestedPlatform !== undefined) ctes.push(`client AS (${recordAttestationSql('$2', '$12', '$10')})`);
-  await ctx.db.query(
-    `WITH ${ctes.join(', ')}
-     INSERT INTO guard_refresh_token (token_hash, sid, issued_at, expires_at) SELECT $9, sid, $10, $11 FROM session`,
-    [...sessionParams(s), rt.hash, rt.issuedAt, rt.expiresAt, ...(attestedPlatform !== undefined ? [attestedPlatform] : [])],
-    { prepare: true },
-  );
+  await insertSessionWithToken(ctx.db, s, rt, attestedPlatform);
   return rt;
 }
 
@@ -91,17 +62,7 @@ export async function rotateRefreshToken(ctx: AppContext, presentedHash: string,
   const rt = newRefreshToken(ctx, session, ttlSec);
   // The family must still be alive too: a refresh that read it before a revocation committed (or
   // knew it from RefreshFamilies) gets no successor.
-  const r = await ctx.db.query(
-    `WITH used AS (
-       UPDATE guard_refresh_token t SET consumed_at = $3
-        WHERE t.token_hash = $1 AND t.consumed_at IS NULL
-          AND NOT EXISTS (SELECT 1 FROM guard_session s WHERE s.sid = t.sid AND s.revoked_at IS NOT NULL)
-       RETURNING t.sid)
-     INSERT INTO guard_refresh_token (token_hash, sid, issued_at, expires_at) SELECT $2, sid, $3, $4 FROM used RETURNING sid`,
-    [presentedHash, rt.hash, rt.issuedAt, rt.expiresAt],
-    { prepare: true },
-  );
-  return r.rows.length === 1 ? rt : undefined;
+  return (await rotateStoredToken(ctx.db, presentedHash, rt)) ? rt : undefined;
 }
 
 /**
@@ -127,59 +88,16 @@ export class RefreshFamilies {
   }
 }
 
-interface Row {
-  token_hash: string;
-  issued_at: Date;
-  expires_at: Date;
-  consumed_at: Date | null;
-  sid: string;
-  client_id: string;
-  jkt: string;
-  claims: SessionClaims;
-  policy_input: PolicyInput;
-  created_at: Date;
-  session_expires_at: Date;
-  revoked_at: Date | null;
-}
-
 export async function findRefreshToken(ctx: AppContext, token: string): Promise<RefreshTokenRecord | undefined> {
-  const r = await ctx.db.query<Row>(
-    `SELECT t.token_hash, t.issued_at, t.expires_at, t.consumed_at, s.sid, s.client_id, s.jkt, s.claims, s.policy_input,
-            s.created_at, s.expires_at AS session_expires_at, s.revoked_at
-       FROM guard_refresh_token t JOIN guard_session s ON s.sid = t.sid WHERE t.token_hash = $1`,
-    [refreshTokenHash(token)],
-  );
-  const row = r.rows[0];
-  if (!row) return undefined;
-  return {
-    tokenHash: row.token_hash,
-    issuedAt: new Date(row.issued_at),
-    expiresAt: new Date(row.expires_at),
-    consumedAt: row.consumed_at ? new Date(row.consumed_at) : undefined,
-    session: {
-      sid: row.sid,
-      clientId: row.client_id,
-      jkt: row.jkt,
-      claims: row.claims,
-      policyInput: row.policy_input,
-      createdAt: new Date(row.created_at),
-      expiresAt: new Date(row.session_expires_at),
-      revokedAt: row.revoked_at ? new Date(row.revoked_at) : undefined,
-    },
-  };
+  return refreshTokenByHash(ctx.db, refreshTokenHash(token));
 }
 
 /** Kills the whole family: every refresh token of the session, present and future, and its access tokens (the PEP checks `sid`). */
 export async function revokeSession(ctx: AppContext, sessions: RevokedSessions, sid: string, why: string): Promise<void> {
-  await ctx.db.query('UPDATE guard_session SET revoked_at = COALESCE(revoked_at, $2), revoked_why = COALESCE(revoked_why, $3) WHERE sid = $1', [
-    sid,
-    ctx.now(),
-    why,
-  ]);
+  await markSessionRevoked(ctx.db, sid, ctx.now(), why);
   sessions.noteRevoked(sid);
 }
 
 export async function findSession(ctx: AppContext, sid: string): Promise<{ clientId: string; jkt: string } | undefined> {
-  const r = await ctx.db.query<{ client_id: string; jkt: string }>('SELECT client_id, jkt FROM guard_session WHERE sid = $1', [sid]);
-  return r.rows[0] ? { clientId: r.rows[0].client_id, jkt: r.rows[0].jkt } : undefined;
+  return sessionClient(ctx.db, sid);
 }
