@@ -2,7 +2,8 @@
  * The access guard: discovery and the authorization server under /svc/v{major} (`guardRouter`),
  * the enforcement point in front of /fhir (guard/pep), and what app.ts composes them from.
  */
-export { API_VERSION, API_VERSIONS, composeGuard, guardRouter, type GuardOptions } from './router';
+export { API_VERSION, API_VERSIONS, composeGuard, type GuardOptions } from './compose';
+export { guardRouter } from './router';
 export { sharedState, SharedStateUnavailable, type SharedState } from './state/shared-state';
 export { keyEncryptionFor } from './keys/key-encryption';
 export { RevokedSessions } from './state/revoked-sessions';

@@ -1,56 +1,21 @@
 import express, { Router, type Request, type Response } from 'express';
 import type { AppContext } from '../context';
-import { attestationMethods, type AttestationMethod } from './attestation';
-import { tokenGrants, type Grant } from './authserver/grants';
-import { authorizationServerMetadata, newestStableMajor, openidConfiguration, protectedResourceMetadata } from './authserver/discovery';
+import { authorizationServerMetadata, openidConfiguration, protectedResourceMetadata } from './authserver/discovery';
 import type { GuardDeps } from './authserver/deps';
-import { ActiveClients } from './authserver/clients/client-store';
-import { RefreshFamilies } from './authserver/tokens/refresh-tokens';
-import { Es256KeyCache } from './jose/es256';
 import { registerClient, resendRegistrationCode, verifyRegistration } from './authserver/registration/register-client';
 import { revokeEndpoint } from './authserver/revoke';
 import { tokenEndpoint, type EndpointRequest } from './authserver/token-endpoint';
+import { authorize, pushAuthorizationRequest, redirection } from './authserver/code-flow/code-flow';
+import { API_VERSIONS, composeGuard, depsPerMajor, type GuardOptions } from './compose';
 import { ERROR_REGISTRY, InvalidRequest, RateLimitExceeded } from './errors';
 import { clientIp, guardErrorHandler, handleAsync, sendCachedJson, sendGuardError } from './http/respond';
-import { SigningKeys } from './keys/signing-keys';
-import { loadCardTrustAnchors } from './pki/card-trust';
-import { warmUpGuard } from './warm-up';
-import { OcspChecker } from './pki/ocsp';
-import { createPolicyEngine, loadPolicyData, type PolicyEngine } from './policy';
-import { endpoints, guardSettings, type GuardSettings } from './settings';
 import { issueNonce } from './state/nonce-store';
 import { hitRateLimit, rateLimitHeaders } from './state/rate-limit';
-import { sharedState, type SharedState } from './state/shared-state';
-import { RevokedSessions } from './state/revoked-sessions';
-import { AccessTokenVerifier } from './authserver/tokens/verify-access-token';
-import { WorkloadIssuers } from './authserver/workload/workload-issuers';
-import { UpstreamIdps } from './authserver/code-flow/upstream-idps';
-import { authorize, pushAuthorizationRequest, redirection } from './authserver/code-flow/code-flow';
-import { pepSettings } from './pep/settings';
-import { versionEntries, versionGate, type ApiVersion } from './versions';
+import { warmUpGuard } from './warm-up';
+import { versionEntries, versionGate } from './versions';
 
-
-/** Exact SemVer of the guard API served by this instance. */
-export const API_VERSION = '1.0.0';
-
-/** Majors this instance knows; a deprecated one gets a Warning header, a shut-down one 410. */
-export const API_VERSIONS: ApiVersion[] = [{ major: 1, version: API_VERSION, status: 'stable' }];
-
-export interface GuardOptions {
-  settings?: Partial<GuardSettings>;
-  policyEngine?: PolicyEngine;
-  versions?: ApiVersion[];
-  /** Attestation methods beside the built-in ones (guard/attestation/index.ts). */
-  attestationMethods?: readonly AttestationMethod[];
-  /** Grants beside the built-in ones (guard/authserver/grants/index.ts). */
-  grants?: readonly Grant[];
-  /** The application's shared guard state (app.ts chooses it once); by default one of its own. */
-  state?: SharedState;
-  /** The application's session liveness, shared with its enforcement point; by default one of its own. */
-  sessions?: RevokedSessions;
-  /** Takes the guard's start-up work (`warmUpGuard`), for the server to await before it listens. */
-  warmUp?: (work: () => Promise<void>) => void;
-}
+// The guard's routes: discovery and the authorization server under /svc/v{major}, each endpoint
+// with its per-IP bucket; what they run with is built in compose.ts.
 
 /** Discovery documents and the authorization server under /svc/v{major}. */
 export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router {
@@ -58,7 +23,9 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   const deps = composeGuard(ctx, { ...options, versions });
   options.warmUp?.(() => warmUpGuard(deps));
   const { settings } = deps;
-  const forMajor = depsPerMajor(deps, versions);
+  const perMajor = depsPerMajor(deps, versions);
+  // versionGate puts the major the request chose in res.locals.apiMajor.
+  const forMajor = (res: Response) => perMajor(res.locals.apiMajor as number | undefined);
   const asMetadata = authorizationServerMetadata(deps, versions);
   const prMetadata = protectedResourceMetadata(settings, deps.urls, deps.policyData, versions);
   const router = Router();
@@ -182,39 +149,6 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   return router;
 }
 
-/** Builds the AS's dependencies once per app. */
-export function composeGuard(ctx: AppContext, options: GuardOptions = {}): GuardDeps {
-  const settings = guardSettings(ctx.config, options.settings);
-  const policyData = loadPolicyData(ctx.config.policyFile);
-  // At start: a bad CARD_TRUST_ANCHORS stops the process, and the dev-PKI warning is logged once.
-  const anchors = loadCardTrustAnchors(ctx);
-  const keys = new SigningKeys(ctx, settings);
-  const sessions = options.sessions ?? new RevokedSessions(ctx.db);
-  const state = options.state ?? sharedState(ctx);
-  return {
-    ctx,
-    settings,
-    workloadIssuers: new WorkloadIssuers(ctx.config.workloadIssuers, ctx.now),
-    idps: new UpstreamIdps(ctx.config.oidcProviders, ctx.now),
-    // Discovery advertises the newest stable major; requests under another major get its URLs (depsPerMajor).
-    urls: endpoints(settings.issuer, newestStableMajor(options.versions ?? API_VERSIONS)),
-    keys,
-    policyData,
-    policy: options.policyEngine ?? createPolicyEngine(ctx.config, policyData, settings.policyTimeoutMs),
-    anchors: () => anchors,
-    // OCSP answers are cached until nextUpdate and never longer than a refresh token lives.
-    ocsp: new OcspChecker(ctx.config.cardOcsp, settings.refreshTokenTtlSec, ctx.logger, ctx.now),
-    attestation: attestationMethods(ctx, { state, extra: options.attestationMethods }),
-    grants: tokenGrants(options.grants),
-    state,
-    sessions,
-    accessTokens: new AccessTokenVerifier(keys, pepSettings(ctx.config), ctx.now, sessions),
-    es256Keys: new Es256KeyCache(),
-    clients: new ActiveClients(),
-    families: new RefreshFamilies(),
-  };
-}
-
 /** Bucket of the per-IP limit for a path under /svc/v{major}; the JWKS shares the discovery bucket. */
 const ENDPOINT_BUCKETS: Record<string, string> = {
   '/nonce': 'nonce',
@@ -229,15 +163,6 @@ const ENDPOINT_BUCKETS: Record<string, string> = {
   '/authorize': 'authorize',
   '/redirect': 'authorize',
 };
-
-/**
- * The deps of a request under /svc/v{major}: `htu` of DPoP proofs, `aud` of client assertions and
- * subject tokens name the endpoint the client called, in the major it chose.
- */
-function depsPerMajor(deps: GuardDeps, versions: ApiVersion[]): (res: Response) => GuardDeps {
-  const byMajor = new Map<number, GuardDeps>(versions.map((v) => [v.major, { ...deps, urls: endpoints(deps.settings.issuer, v.major) }]));
-  return (res) => byMajor.get(res.locals.apiMajor as number) ?? deps;
-}
 
 /** The raw query of a request, as the code flow reads it (repeated parameters stay visible). */
 function queryOf(req: Request): URLSearchParams {
