@@ -1,7 +1,7 @@
 /**
  * The import directions of docs/architecture.md, checked in CI (`npm run check:imports`).
  * Data flows one way: HTTP adapters (fhir/, guard/) -> domain (booking/, subscriptions/) -> store/;
- * every part may import the leaves shared/ and protocol/, which import nothing of ours.
+ * every part may import the leaves server-lib/ and common/, which import nothing of ours.
  */
 const layer = (name) => `^src/${name}/`;
 
@@ -10,17 +10,17 @@ module.exports = {
   forbidden: [
     {
       name: 'leaves-import-nothing',
-      comment: 'shared/ and protocol/ are leaves: every part may import them, so they import no other part.',
+      comment: 'server-lib/ and common/ are leaves: every part may import them, so they import no other part.',
       severity: 'error',
-      from: { path: '^src/(shared|protocol)/' },
-      to: { path: '^src/', pathNot: '^src/(shared|protocol)/' },
+      from: { path: '^src/(server-lib|common)/' },
+      to: { path: '^src/', pathNot: '^src/(server-lib|common)/' },
     },
     {
       name: 'model-is-below-the-store',
       comment: 'model/ (profile validation, JSON and XML formats) works on plain resources: it imports only the leaves.',
       severity: 'error',
       from: { path: layer('model') },
-      to: { path: '^src/', pathNot: '^src/(model|shared|protocol)/' },
+      to: { path: '^src/', pathNot: '^src/(model|server-lib|common)/' },
     },
     {
       name: 'store-is-the-bottom',
@@ -34,7 +34,7 @@ module.exports = {
       comment: 'The demo practice is plain resources in the booking vocabulary: no store, no HTTP, no other part.',
       severity: 'error',
       from: { path: layer('demo') },
-      to: { path: '^src/', pathNot: '^src/(demo|booking|protocol|shared)/' },
+      to: { path: '^src/', pathNot: '^src/(demo|booking|common|server-lib)/' },
     },
     {
       name: 'only-the-root-loads-demo-data',
@@ -80,31 +80,31 @@ module.exports = {
     },
     {
       name: 'fhir-knows-no-guard',
-      comment: 'The FHIR layer gets the caller identity from protocol/; it does not reach into the guard.',
+      comment: 'The FHIR layer gets the caller identity from common/; it does not reach into the guard.',
       severity: 'error',
       from: { path: layer('fhir') },
       to: { path: '^src/(guard|client|cli)/|^src/(app|server|main)\\.ts$' },
     },
     {
       name: 'client-is-standalone',
-      comment: 'The reference client ships to other machines: it depends on protocol/ and the attestation helper only, never on server code.',
+      comment: 'The reference client ships to other machines: it depends on common/ and the attestation helper only, never on server code.',
       severity: 'error',
       from: { path: layer('client') },
-      to: { path: '^src/', pathNot: '^src/(client|protocol|attestation-helper)/' },
+      to: { path: '^src/', pathNot: '^src/(client|common|attestation-helper)/' },
     },
     {
       name: 'helper-is-standalone',
-      comment: 'The attestation helper runs on the client machine next to the TPM: protocol/ only.',
+      comment: 'The attestation helper runs on the client machine next to the TPM: common/ only.',
       severity: 'error',
       from: { path: layer('attestation-helper') },
-      to: { path: '^src/', pathNot: '^src/(attestation-helper|protocol)/' },
+      to: { path: '^src/', pathNot: '^src/(attestation-helper|common)/' },
     },
     {
       name: 'public-surface-only',
-      comment: 'Outside a top-level folder, import its index.ts, not its insides. The leaves shared/ and protocol/ are libraries of small modules: import the one you need.',
+      comment: 'Outside a top-level folder, import its index.ts, not its insides. The leaves server-lib/ and common/ are libraries of small modules: import the one you need.',
       severity: 'error',
       from: { path: '^src/([^/]+)/' },
-      to: { path: '^src/[^/]+/.+', pathNot: ['^src/$1/', '^src/[^/]+/index\\.ts$', '^src/(shared|protocol)/'] },
+      to: { path: '^src/[^/]+/.+', pathNot: ['^src/$1/', '^src/[^/]+/index\\.ts$', '^src/(server-lib|common)/'] },
     },
     {
       name: 'no-cycles-between-parts',

@@ -9,7 +9,7 @@ import { openDb } from '../src/store/db';
 import { migrate } from '../src/store/migrate';
 import { Repository } from '../src/store/repository';
 import { parseSearch } from '../src/fhir/search-request';
-import type { Caller } from '../src/protocol/identity';
+import type { Caller } from '../src/common/identity';
 import { executeSearch, type Db } from '../src/store';
 import { cpuMeter, loadAverage, pidsNamed } from './lib/cpu';
 import { ms, runLoad, type LoadRequest, type LoadResult } from './lib/load';

@@ -21,8 +21,8 @@ import { makeCredential } from '../src/guard/attestation/tpm/make-credential';
 import { parseTpm2bPublic, tpmName } from '../src/guard/attestation/tpm/tpm-public';
 import { verifyQuote } from '../src/guard/attestation/tpm/verify-quote';
 import { createDevPki, writeDevPki } from '../src/guard/pki/dev-pki';
-import { attestationChallenge } from '../src/protocol/attestation-challenge';
-import { logEvent, specIdHeader } from '../src/protocol/tpm-event-log';
+import { attestationChallenge } from '../src/common/attestation-challenge';
+import { logEvent, specIdHeader } from '../src/common/tpm-event-log';
 import { startSoftwareTpm } from '../test/helpers/swtpm';
 import { startServerProcess } from './lib/server';
 

@@ -142,7 +142,7 @@ default_patient_scopes := [
 
 scope_allowed(s) if s in allowed_scopes
 
-# SMART v2 (src/protocol/smart-scopes.ts): system/Appointment.rs is covered by system/*.cruds
+# SMART v2 (src/common/smart-scopes.ts): system/Appointment.rs is covered by system/*.cruds
 # or system/Appointment.crus: the same context, the same or a wildcard type, and every
 # requested permission letter among the allowed ones.
 scope_allowed(s) if {

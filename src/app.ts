@@ -5,7 +5,7 @@ import { bookingInterceptors } from './booking';
 import type { AppContext } from './context';
 import { fhirBodyText, fhirEnv, fhirReachPort, fhirRouter, route, type FhirEnv } from './fhir';
 import { pathSegments } from './model';
-import { bookings, httpDuration, httpRequests } from './shared/metrics';
+import { bookings, httpDuration, httpRequests } from './server-lib/metrics';
 import {
   API_VERSION,
   enforcementPoint,
@@ -27,8 +27,8 @@ import {
 import { Jobs } from './jobs';
 import { StoreBusy, StoreUnavailable, type WriteInterceptor } from './store';
 import { subscriptionInterceptors, Subscriptions, type DispatcherSettings } from './subscriptions';
-import { withTimeout } from './shared/timeout';
-import { RETRY_AFTER_SECONDS } from './protocol/retry-after';
+import { withTimeout } from './server-lib/timeout';
+import { RETRY_AFTER_SECONDS } from './common/retry-after';
 
 /** The parts of one application, composed here and nowhere else; two in one process share nothing. */
 export interface Parts {

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
-import { projectPath } from './shared/paths';
+import { projectPath } from './server-lib/paths';
 
 /**
  * The only place that reads process.env. Every knob has one default,

@@ -4,7 +4,7 @@ import { stopTracing } from './tracing';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ConfigError, loadConfig, type Config } from './config';
-import { projectPath } from './shared/paths';
+import { projectPath } from './server-lib/paths';
 import type { createLogger } from './logger';
 
 // The application (FHIR definitions, the store, the guard) loads only for a command that uses it,

@@ -2,7 +2,7 @@ import http from 'node:http';
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import type { AppContext } from './context';
 import { ConfigError, type Config } from './config';
-import { metricsRegistry } from './shared/metrics';
+import { metricsRegistry } from './server-lib/metrics';
 
 /** Process metrics (CPU, memory, event-loop lag, GC) once per process, beside Terminus's own. */
 const processRegistry = new Registry();
@@ -10,7 +10,7 @@ let processMetrics = false;
 
 /**
  * `GET /metrics` (Prometheus text format) on its own listener, METRICS_HOST:METRICS_PORT
- * (docs/requirements.md#practice-page-and-operations): the counters of shared/metrics.ts plus
+ * (docs/requirements.md#practice-page-and-operations): the counters of server-lib/metrics.ts plus
  * gauges read at scrape time (jobs by state, subscription backlog, database pool, Redis). A
  * dependency that is down leaves its gauges out of that scrape; the answer still comes.
  */

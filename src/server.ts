@@ -6,11 +6,11 @@ import { ConfigError, fhirBaseUrl, type Config } from './config';
 import type { AppContext } from './context';
 import { createLogger, type Logger } from './logger';
 import { DataDirInUse, migrate, openDb, openTables, preloadSearchParameters, Repository, type Db } from './store';
-import { issue, outcome } from './shared/outcomes';
+import { issue, outcome } from './server-lib/outcomes';
 import { API_VERSION, loadPolicyData } from './guard';
 import { preloadValidation } from './model';
 import { metricsAddressIsFree, startMetricsListener } from './metrics-listener';
-import { withTimeout } from './shared/timeout';
+import { withTimeout } from './server-lib/timeout';
 import { startWorkloadSocket, workloadSocketWanted } from './workload-socket';
 import { demoResources } from './demo';
 

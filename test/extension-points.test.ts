@@ -20,8 +20,8 @@ import { defineGrant, tokenGrants } from '../src/guard/authserver/grants';
 import { InvalidRequest } from '../src/guard/errors';
 import { enforcementPoint } from '../src/guard/pep';
 import { Jobs } from '../src/jobs';
-import { TOKEN_TYPE_ACCESS_TOKEN } from '../src/protocol/oauth';
-import { scopeNeed } from '../src/protocol/smart-scopes';
+import { TOKEN_TYPE_ACCESS_TOKEN } from '../src/common/oauth';
+import { scopeNeed } from '../src/common/smart-scopes';
 import { exchange, fetchNonce, guardHarness, JWT_BEARER, nowSec, registerClient, type Harness } from './guard/helpers/harness';
 import { getTestToken, type TestToken } from './guard/helpers/get-token';
 

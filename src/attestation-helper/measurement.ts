@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { logEvent, parseEventLog, replaySha256, specIdHeader } from '../protocol/tpm-event-log';
+import { logEvent, parseEventLog, replaySha256, specIdHeader } from '../common/tpm-event-log';
 import type { TpmTools } from './tpm-tools';
 
 /** EV_EVENT_TAG (PC Client PFP §10.4.1): the helper's measurements (EV_IPL belongs to PCRs 8/9). */

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import * as grpc from '@grpc/grpc-js';
-import { canonicalEcJwk } from '../protocol/canonical-jwk';
+import { canonicalEcJwk } from '../common/canonical-jwk';
 import type { HelperEventLog } from './measurement';
 import { services, STATUS, STATUS_TRAILER, type AttestationStatus, type GetAttestationRequest, type GetAttestationResponse, type RegistrationMaterial } from './proto';
 import { TpmCommandError, type TpmTools } from './tpm-tools';

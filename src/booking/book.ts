@@ -1,18 +1,18 @@
 import type { Appointment, HealthcareService, Patient, QuestionnaireResponse, Reference, RelatedPerson, Schedule, Slot } from '@medplum/fhirtypes';
-import { badRequest, conflict, notFound, OperationOutcomeError, unprocessable } from '../shared/outcomes';
+import { badRequest, conflict, notFound, OperationOutcomeError, unprocessable } from '../server-lib/outcomes';
 import { validateResource } from '../model';
-import { isFhirId } from '../shared/fhir-id';
-import { canSee } from '../shared/owner';
+import { isFhirId } from '../server-lib/fhir-id';
+import { canSee } from '../server-lib/owner';
 import { actsForRepository, originOf, ownerOf, type BookingContext } from './context';
 import { recordAppointmentChange } from './outbox';
 import { checkActiveParticipants, onlyThePatient, participantKeys, ownPatientParameter, resolvePatientParameter, withPatientParticipant } from './patients';
 import { checkProposal } from './proposal';
-import { referencedId } from '../shared/references';
+import { referencedId } from '../server-lib/references';
 import { releaseHolds } from './release';
 import { lockSlots, writeSlot, type SlotView } from './slots';
 import type { StoredRow } from '../store';
 import { EXTERNAL_TAG, holdsTime } from './status';
-import { BOOKING_CONFIRMATION_URL, REPLACES_URL } from '../protocol/vocabulary';
+import { BOOKING_CONFIRMATION_URL, REPLACES_URL } from '../common/vocabulary';
 import { covers, instant, overlaps, type Window } from './time';
 
 /** The inputs of ISiK Terminplanung 6.0.0 `Appointment/$book`. */

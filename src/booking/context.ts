@@ -1,6 +1,6 @@
 import type { Repository } from '../store';
-import type { Caller } from '../protocol/identity';
-import { ownerForWrite } from '../shared/owner';
+import type { Caller } from '../common/identity';
+import { ownerForWrite } from '../server-lib/owner';
 import type { Origin } from './outbox';
 import { bookingTables, type BookingTables } from './tables';
 
@@ -14,7 +14,7 @@ export interface BookingContext {
   tables: BookingTables;
   /**
    * Who acts on the booking; undefined: the repository itself (imports, jobs without a
-   * requester, the booking's own follow-up writes). Also the scope its reads see (shared/owner.ts).
+   * requester, the booking's own follow-up writes). Also the scope its reads see (server-lib/owner.ts).
    */
   caller: Pick<Caller, 'institution' | 'isOwner' | 'patient'> | undefined;
   now: Date;

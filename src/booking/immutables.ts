@@ -1,5 +1,5 @@
 import type { Appointment, AppointmentParticipant, Reference } from '@medplum/fhirtypes';
-import { referencedId } from '../shared/references';
+import { referencedId } from '../server-lib/references';
 import { epochMs } from './time';
 
 /**

@@ -3,6 +3,6 @@ export { bookingInterceptors } from './interceptors';
 export { bookingContext, type BookingContext } from './context';
 export { appointmentIdOf } from './references';
 export { changedImmutables, IMMUTABLE_ELEMENTS } from './immutables';
-export { BOOKING_CONFIRMATION_URL, REPLACES_URL } from '../protocol/vocabulary';
+export { BOOKING_CONFIRMATION_URL, REPLACES_URL } from '../common/vocabulary';
 export { checkProposal } from './proposal';
 export type { AppointmentEventType } from './outbox';

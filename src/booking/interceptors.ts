@@ -1,12 +1,12 @@
 import { deepEquals } from '@medplum/core';
 import type { Appointment, Patient, Slot } from '@medplum/fhirtypes';
-import { conflict, forbidden, issue, OperationOutcomeError, unprocessable } from '../shared/outcomes';
+import { conflict, forbidden, issue, OperationOutcomeError, unprocessable } from '../server-lib/outcomes';
 import type { SearchRequest, WriteEvent, WriteInterceptor } from '../store';
 import { actsForRepository, bookingContext, originOf, type BookingContext } from './context';
 import { changedImmutables } from './immutables';
 import { recordAppointmentChange } from './outbox';
 import { checkActiveParticipants } from './patients';
-import { referencedId } from '../shared/references';
+import { referencedId } from '../server-lib/references';
 import { releaseHolds } from './release';
 import { bookingTables } from './tables';
 import { lockSlots, writeSlot } from './slots';

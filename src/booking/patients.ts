@@ -1,10 +1,10 @@
 import type { Appointment, AppointmentParticipant, HealthcareService, Patient } from '@medplum/fhirtypes';
-import { forbidden, OperationOutcomeError, unprocessable } from '../shared/outcomes';
+import { forbidden, OperationOutcomeError, unprocessable } from '../server-lib/outcomes';
 import { validateResource } from '../model';
 import type { SearchRequest, StoredRow } from '../store';
-import { canSee, KVID_SYSTEM } from '../shared/owner';
+import { canSee, KVID_SYSTEM } from '../server-lib/owner';
 import { ownerOf, type BookingContext } from './context';
-import { referencedId } from '../shared/references';
+import { referencedId } from '../server-lib/references';
 import { EXTERNAL_TAG } from './status';
 
 /**

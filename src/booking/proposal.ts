@@ -1,5 +1,5 @@
 import type { Appointment } from '@medplum/fhirtypes';
-import { badRequest, OperationOutcomeError, issue, unprocessable } from '../shared/outcomes';
+import { badRequest, OperationOutcomeError, issue, unprocessable } from '../server-lib/outcomes';
 import { validateResource } from '../model';
 import { epochMs, type Window } from './time';
 

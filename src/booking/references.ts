@@ -1,5 +1,5 @@
-import { isFhirId } from '../shared/fhir-id';
-import { referencedId } from '../shared/references';
+import { isFhirId } from '../server-lib/fhir-id';
+import { referencedId } from '../server-lib/references';
 
 /**
  * The ISiK `cancelled-appt-id` parameter of $book holds an id, `Appointment/id` or an absolute

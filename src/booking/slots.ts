@@ -1,6 +1,6 @@
 import type { Slot } from '@medplum/fhirtypes';
 import type { Repository, StoredRow } from '../store';
-import { referencedId } from '../shared/references';
+import { referencedId } from '../server-lib/references';
 import { epochMs, type Window } from './time';
 
 /** A Slot as the booking sees it: the resource, its schedule and its time window. */

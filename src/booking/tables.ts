@@ -1,4 +1,4 @@
-import { conflict } from '../shared/outcomes';
+import { conflict } from '../server-lib/outcomes';
 import { alongsideStatement, SqlState, sqlState, type Alongside, type Db } from '../store';
 import { tstzrange, type Window } from './time';
 

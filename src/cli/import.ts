@@ -1,7 +1,7 @@
 import { ConfigError, type Config } from '../config';
 import { composeParts } from '../app';
 import { importResources, readResourceFile } from '../fhir';
-import { OperationOutcomeError } from '../shared/outcomes';
+import { OperationOutcomeError } from '../server-lib/outcomes';
 import { createContext } from '../server';
 
 /** `terminus import FILE...`: against DATABASE_URL or DATA_DIR; stops at the first failing file. */

@@ -17,8 +17,8 @@ import {
   parseFrameHeader,
   seal,
   sha256,
-} from '../protocol/asl/asl-crypto';
-import { bytesOf, decodeMap, encodeCbor, messageTypeIs, pointOf } from '../protocol/asl/asl-messages';
+} from '../common/asl/asl-crypto';
+import { bytesOf, decodeMap, encodeCbor, messageTypeIs, pointOf } from '../common/asl/asl-messages';
 import type { HttpRequest, HttpResponse, HttpTransport } from './transport';
 
 const CBOR = 'application/cbor';

@@ -1,10 +1,10 @@
 import os from 'node:os';
 import type { AttestationHelperClient } from '../attestation-helper';
-import { attestationChallenge } from '../protocol/attestation-challenge';
-import { canonicalEcJwk } from '../protocol/canonical-jwk';
+import { attestationChallenge } from '../common/attestation-challenge';
+import { canonicalEcJwk } from '../common/canonical-jwk';
 import { DEFAULT_PRODUCT, platformOf, softwareClientStatement, type ProductInfo } from './client-statement';
 import type { EcKey } from './crypto';
-import { ATTESTATION_TYPE, TPM_ACTIVATION } from '../protocol/attestation-types';
+import { ATTESTATION_TYPE, TPM_ACTIVATION } from '../common/attestation-types';
 
 /**
  * How a client proves its integrity: the members its registration adds, the answer to a

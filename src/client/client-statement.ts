@@ -1,8 +1,8 @@
 import crypto from 'node:crypto';
 import os from 'node:os';
-import { attestationChallenge } from '../protocol/attestation-challenge';
+import { attestationChallenge } from '../common/attestation-challenge';
 import type { EcKey } from './crypto';
-import { ATTESTATION_TYPE } from '../protocol/attestation-types';
+import { ATTESTATION_TYPE } from '../common/attestation-types';
 
 export interface ProductInfo {
   product_id: string;

@@ -4,7 +4,7 @@ import { DEFAULT_PRODUCT, type ProductInfo } from './client-statement';
 import { createClientAssertion, createDpopProof, generateEcKey, type EcKey } from './crypto';
 import { createSubjectToken, type SoftwareCard } from './software-card';
 import { fetchTransport, type HttpRequest, type HttpResponse, type HttpTransport } from './transport';
-import { CLIENT_ASSERTION_TYPE_JWT as JWT_BEARER, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE as TOKEN_EXCHANGE, TOKEN_TYPE_JWT } from '../protocol/oauth';
+import { CLIENT_ASSERTION_TYPE_JWT as JWT_BEARER, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE as TOKEN_EXCHANGE, TOKEN_TYPE_JWT } from '../common/oauth';
 
 /** Discovery data is cached about a day. */
 const DISCOVERY_TTL_MS = 24 * 3600 * 1000;

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import * as pkijs from 'pkijs';
-import { ADMISSION_OID, parseAdmission, type Admission } from '../protocol/admission';
+import { ADMISSION_OID, parseAdmission, type Admission } from '../common/admission';
 import { signCompactJws } from './crypto';
 
 /**

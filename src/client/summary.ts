@@ -1,4 +1,4 @@
-import { SCHEDULE_NAME_URL } from '../protocol/vocabulary';
+import { SCHEDULE_NAME_URL } from '../common/vocabulary';
 
 /**
  * What the CLI prints at a terminal instead of JSON: one line per resource with its reference (what

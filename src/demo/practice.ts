@@ -9,8 +9,8 @@ import type {
   Schedule,
   Slot,
 } from '@medplum/fhirtypes';
-import { BOOKING_CONFIRMATION_URL, ISIK_PROFILE, SCHEDULE_NAME_URL, SERVICE_TYPE_SYSTEM } from '../protocol/vocabulary';
-import { addCalendarDays, slotWindows, wallDate, type OpeningHours } from '../protocol/opening-hours';
+import { BOOKING_CONFIRMATION_URL, ISIK_PROFILE, SCHEDULE_NAME_URL, SERVICE_TYPE_SYSTEM } from '../common/vocabulary';
+import { addCalendarDays, slotWindows, wallDate, type OpeningHours } from '../common/opening-hours';
 
 /**
  * The demo practice loaded into an empty embedded store (`npm start` serves

@@ -5,7 +5,7 @@ import { knownProfiles } from '../model';
 import type { FhirEnv } from './request';
 import { resourceTypesOf } from './operations/registry';
 import { addSubscriptionCapabilities } from '../subscriptions';
-import { ISIK_PROFILE } from '../protocol/vocabulary';
+import { ISIK_PROFILE } from '../common/vocabulary';
 
 const ISIK_CS = 'https://gematik.de/fhir/isik/CapabilityStatement';
 

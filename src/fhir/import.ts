@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Bundle, BundleEntry, OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 import { fromXml, parseJson } from '../model';
 import type { FhirEnv } from './request';
-import { badRequest, OperationOutcomeError } from '../shared/outcomes';
+import { badRequest, OperationOutcomeError } from '../server-lib/outcomes';
 import { processBundle } from './transaction';
 
 /** A resource of the input with where it stands there: `Bundle.entry[3] (Slot/x)`, or `Slot/x` alone. */

@@ -1,18 +1,18 @@
 import type { Bundle, Resource } from '@medplum/fhirtypes';
 import { isStoredType } from '../store';
 import { parseSubsetting } from './search-request';
-import { ownerForWrite } from '../shared/owner';
-import { isFhirId } from '../shared/fhir-id';
+import { ownerForWrite } from '../server-lib/owner';
+import { isFhirId } from '../server-lib/fhir-id';
 import { capabilityStatement } from './capability';
-import { badRequest, notFound, notSupported, OperationOutcomeError, outcome, issue } from '../shared/outcomes';
+import { badRequest, notFound, notSupported, OperationOutcomeError, outcome, issue } from '../server-lib/outcomes';
 import { preferHeader, scopeOf, writerRepo, type FhirEnv, type FhirRequest, type FhirResponse } from './request';
 import { fullUrl, searchType, subset } from './search';
 import { processBundle } from './transaction';
 import { allowsGet } from './operations/registry';
 import { validateResource } from '../model';
-import type { Route } from '../protocol/fhir-reach';
+import type { Route } from '../common/fhir-reach';
 
-export type { Route } from '../protocol/fhir-reach';
+export type { Route } from '../common/fhir-reach';
 
 /** Maps a request to the interaction it asks for; unknown shapes answer 404/405. */
 export function route(req: FhirRequest): Route {

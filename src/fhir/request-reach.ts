@@ -1,6 +1,6 @@
 import type { Bundle } from '@medplum/fhirtypes';
 import { pathSegments } from '../model';
-import { ANY_TYPE, type FhirReachPort, type Reach, type ReachRequest, type Route, type Runner } from '../protocol/fhir-reach';
+import { ANY_TYPE, type FhirReachPort, type Reach, type ReachRequest, type Route, type Runner } from '../common/fhir-reach';
 import { isStoredType, searchParam, type SearchParamDef } from '../store';
 import { parsedBody } from './body';
 import { route } from './interactions';
@@ -10,7 +10,7 @@ import { FHIR_REQUEST_JOB } from './operations/async';
 import type { OperationRegistry } from './operations/registry';
 
 /**
- * The FHIR layer's answer to the enforcement point (protocol/fhir-reach.ts): its own router and
+ * The FHIR layer's answer to the enforcement point (common/fhir-reach.ts): its own router and
  * parsers, so the guard judges a request as it will run; an operation's route carries the scopes
  * the operation declares; polling ids resolve through the job queue.
  */

@@ -1,12 +1,12 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
-import type { Caller } from '../protocol/identity';
+import type { Caller } from '../common/identity';
 import type { Jobs } from '../jobs';
 import type { Repository, WriteOrigin } from '../store';
 import type { OperationRegistry } from './operations/registry';
 
-export type { Caller } from '../protocol/identity';
-export type { Interaction } from '../protocol/fhir-reach';
+export type { Caller } from '../common/identity';
+export type { Interaction } from '../common/fhir-reach';
 
 /** An HTTP-independent FHIR request: the same handler serves HTTP, Bundle entries and jobs. */
 export interface FhirRequest {

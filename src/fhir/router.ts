@@ -7,12 +7,12 @@ import { Repository, SearchWindowCache, sqlState, StoreBusy, StoreUnavailable, T
 import { BODY_LIMIT, fhirBodyText, parsedBody } from './body';
 import { FHIR_JSON, FHIR_XML, FhirFormatError, formPairs, MalformedUrl, negotiateFormat, parseJson, pathSegments, queryPairs, toXml } from '../model';
 import { handle, route, unknownOperation } from './interactions';
-import { issue, notSupported, OperationOutcomeError, outcome } from '../shared/outcomes';
+import { issue, notSupported, OperationOutcomeError, outcome } from '../server-lib/outcomes';
 import type { FhirEnv, FhirRequest, Caller } from './request';
 import { fhirOperations, fhirRequestJob, FHIR_REQUEST_JOB, type Operation } from './operations';
 import { fhirBaseUrl } from '../config';
 import { encodedOnce } from './shared-answers';
-import { RETRY_AFTER_SECONDS } from '../protocol/retry-after';
+import { RETRY_AFTER_SECONDS } from '../common/retry-after';
 import { jsonText } from './stored-json';
 
 

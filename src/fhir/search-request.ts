@@ -1,6 +1,6 @@
 import type { OperationOutcomeIssue } from '@medplum/fhirtypes';
-import { deepFreeze, Memo } from '../shared/frozen';
-import { badRequest, issue } from '../shared/outcomes';
+import { deepFreeze, Memo } from '../server-lib/frozen';
+import { badRequest, issue } from '../server-lib/outcomes';
 import { parseDateRange } from '../store';
 import { searchParam, SPECIAL_PARAMS, type SearchParamDef } from '../store';
 import { splitDatePrefix, type ChainLink, type Filter, type SearchRequest } from '../store';

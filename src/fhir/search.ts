@@ -4,9 +4,9 @@ import type { SearchRequest, SearchResult } from '../store';
 import { builtOnce } from './shared-answers';
 import { storedEntry } from './stored-json';
 import { parseSearch, parseSearchAnew, type ParsedSearch } from './search-request';
-import { scopeCovered } from '../protocol/smart-scopes';
-import { scopeContextOf } from '../protocol/identity';
-import { issue, outcome, unprocessable } from '../shared/outcomes';
+import { scopeCovered } from '../common/smart-scopes';
+import { scopeContextOf } from '../common/identity';
+import { issue, outcome, unprocessable } from '../server-lib/outcomes';
 import { preferHeader, scopeOf, type FhirEnv, type FhirRequest, type Caller } from './request';
 
 /**

@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { Bundle, BundleEntry, Resource } from '@medplum/fhirtypes';
 import { pathSegments } from '../model';
 import { handle, route } from './interactions';
-import { badRequest, notSupported, OperationOutcomeError } from '../shared/outcomes';
+import { badRequest, notSupported, OperationOutcomeError } from '../server-lib/outcomes';
 import type { FhirEnv, FhirRequest, FhirResponse } from './request';
 
 /** R4 Bundle.entry.request.method, required binding http-verb. */

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { projectPath } from '../shared/paths';
+import { projectPath } from '../server-lib/paths';
 import type { Db } from './db';
 
 const MIGRATIONS_DIR = projectPath('migrations');

@@ -1,8 +1,8 @@
 import crypto from 'node:crypto';
 import type { Resource } from '@medplum/fhirtypes';
-import { gone, notFound, preconditionFailed } from '../shared/outcomes';
-import type { Caller } from '../protocol/identity';
-import { canSee } from '../shared/owner';
+import { gone, notFound, preconditionFailed } from '../server-lib/outcomes';
+import type { Caller } from '../common/identity';
+import { canSee } from '../server-lib/owner';
 import { retriedTransaction, SqlState, TRANSIENT_STATES, type Db, type RetryOptions } from './db';
 import { extractIndexRows, type IndexRows } from './search/extract';
 import { deleteIndexRows, indexWriteCtes, insertIndexRows } from './search/index-writer';
@@ -15,7 +15,7 @@ export interface WriteOptions {
   owner?: string | null;
   /** `W/"n"` or `n`: the write fails with 412 unless the current version is n. */
   ifMatch?: string;
-  /** Who is asking: `undefined` sees everything (the repository itself, imports, jobs); otherwise shared/owner.ts decides. */
+  /** Who is asking: `undefined` sees everything (the repository itself, imports, jobs); otherwise server-lib/owner.ts decides. */
   scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>;
   /** What the interceptors are told; default `update` (or `create`). PATCH says `patch`. */
   interaction?: 'patch';

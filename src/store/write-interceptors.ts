@@ -1,5 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
-import type { Caller } from '../protocol/identity';
+import type { Caller } from '../common/identity';
 import type { Repository } from './repository';
 
 /**

@@ -1,4 +1,4 @@
-import { ISIK_PROFILE } from '../protocol/vocabulary';
+import { ISIK_PROFILE } from '../common/vocabulary';
 
 /** Canonicals of the Subscriptions R5 Backport IG 1.1.0 and of ISiK 6 (ISiK Terminplanung 6.0.0). */
 const BP = 'http://hl7.org/fhir/uv/subscriptions-backport';

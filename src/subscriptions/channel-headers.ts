@@ -1,4 +1,4 @@
-import type { KeyEncryption } from '../shared/key-encryption';
+import type { KeyEncryption } from '../server-lib/key-encryption';
 
 /**
  * `Subscription.channel.header` is write-only (ISiK "Funktionen und Interaktionen" point 9): the

@@ -1,5 +1,5 @@
 import type { AppContext } from '../context';
-import { deliveries } from '../shared/metrics';
+import { deliveries } from '../server-lib/metrics';
 import { toXml } from '../model';
 import type { NotificationType } from './backport';
 import { openHeaders, type ChannelHeader } from './channel-headers';
@@ -9,7 +9,7 @@ import { notificationBundle } from './notification-bundle';
 import { postNotification, type PostResult } from './rest-hook';
 import { setSubscriptionStatus } from './subscription-status';
 import type { Repository } from '../store';
-import type { KeyEncryption } from '../shared/key-encryption';
+import type { KeyEncryption } from '../server-lib/key-encryption';
 import { fhirBaseUrl } from '../config';
 
 /** Delivery knobs; tests shorten the waits. */

@@ -1,9 +1,9 @@
 import type { AppContext } from '../context';
 import type { Repository } from '../store';
-import type { KeyEncryption } from '../shared/key-encryption';
+import type { KeyEncryption } from '../server-lib/key-encryption';
 import { claimDueChannels, endedChannels, recordSuccesses, releaseChannels, renewChannelLeases, type Channel, type Success } from './channel-store';
 import { DEFAULT_DELIVERY, deliverClaimed, leaseMs, type DeliverySettings, type Sender } from './deliver';
-import { GroupCommit } from '../shared/group-commit';
+import { GroupCommit } from '../server-lib/group-commit';
 import { purgeEvents, type SubscriptionEvent } from './event-store';
 import { fanOut } from './fan-out';
 import { setSubscriptionStatus } from './subscription-status';

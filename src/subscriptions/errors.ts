@@ -1,4 +1,4 @@
-import { issue, OperationOutcomeError } from '../shared/outcomes';
+import { issue, OperationOutcomeError } from '../server-lib/outcomes';
 
 /**
  * Why a Subscription is refused: 422 with a coded issue naming the element (backport IG

@@ -1,8 +1,8 @@
 import type { Appointment } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import { claimPendingEvents, markProcessed, readVersion, type Db, type PendingEvent } from '../store';
-import type { Caller } from '../protocol/identity';
-import { canSee } from '../shared/owner';
+import type { Caller } from '../common/identity';
+import { canSee } from '../server-lib/owner';
 import { listeningChannels } from './channel-store';
 import { numberEvent } from './event-store';
 import { matchesFilter, parseFilterCriteria } from './filter-criteria';

@@ -1,6 +1,6 @@
 import type { AppContext } from '../context';
 import type { Repository, WriteInterceptor } from '../store';
-import type { KeyEncryption } from '../shared/key-encryption';
+import type { KeyEncryption } from '../server-lib/key-encryption';
 import { DEFAULT_DISPATCHER, Dispatcher, type DispatcherSettings } from './dispatcher';
 import { onSubscriptionWrite } from './write-rules';
 

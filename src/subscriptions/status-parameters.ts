@@ -1,7 +1,7 @@
 import type { Parameters, ParametersParameter } from '@medplum/fhirtypes';
 import { ISIK, SUBSCRIPTION_ERROR, type NotificationType, type SubscriptionStatusCode } from './backport';
 import type { SubscriptionEvent } from './event-store';
-import { LAST_DELIVERY_URL } from '../protocol/vocabulary';
+import { LAST_DELIVERY_URL } from '../common/vocabulary';
 
 export interface StatusInput {
   baseUrl: string;

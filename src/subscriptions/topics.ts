@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { projectPath } from '../shared/paths';
+import { projectPath } from '../server-lib/paths';
 import type { AppointmentEventType } from '../booking';
 
 /** Links a topic to the booking outbox event it stands for (ISiK Terminplanung 6.0.0). */

@@ -1,7 +1,7 @@
 import type { Extension, Subscription } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import type { WriteEvent } from '../store';
-import type { KeyEncryption } from '../shared/key-encryption';
+import type { KeyEncryption } from '../server-lib/key-encryption';
 import { EXT, PAYLOAD_TYPES } from './backport';
 import { ChannelHeaderError, maskChannelHeader, openHeaders, resolveHeaders, sealHeaders, type ChannelHeader } from './channel-headers';
 import { readChannel, stageSealedHeaders } from './channel-store';

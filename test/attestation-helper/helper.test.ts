@@ -7,7 +7,7 @@ import tls from 'node:tls';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { AttestationHelperClient, HelperCallError, startAttestationHelper, TpmTools, type RunningHelper } from '../../src/attestation-helper';
-import { parseEventLog, replaySha256 } from '../../src/protocol/tpm-event-log';
+import { parseEventLog, replaySha256 } from '../../src/common/tpm-event-log';
 import { parseTpm2bPublic } from '../../src/guard/attestation/tpm/tpm-public';
 import { verifyQuote } from '../../src/guard/attestation/tpm/verify-quote';
 import { GuardClient, helperAttestor } from '../../src/client';

@@ -8,7 +8,7 @@ import type { WriteInterceptor } from '../../src/store';
 import { importResources } from '../../src/fhir';
 import { handle } from '../../src/fhir/interactions';
 import type { FhirEnv, FhirRequest, FhirResponse, Caller } from '../../src/fhir/request';
-import { OperationOutcomeError } from '../../src/shared/outcomes';
+import { OperationOutcomeError } from '../../src/server-lib/outcomes';
 import { createTestContext, type TestClock } from '../helpers/context';
 
 export const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';

@@ -5,9 +5,9 @@
  * Appointments, read only the Patient with their insurance number, and nothing else of anyone.
  */
 import type { Appointment, Bundle, OperationOutcome, Patient } from '@medplum/fhirtypes';
-import { patientOwner, type Caller } from '../../src/protocol/identity';
+import { patientOwner, type Caller } from '../../src/common/identity';
 import { DEFAULT_PATIENT_SCOPES } from '../../src/guard/policy/scopes';
-import { KVID_SYSTEM } from '../../src/shared/owner';
+import { KVID_SYSTEM } from '../../src/server-lib/owner';
 import { asFhir, bookingFixture, freeSlot, owner, parameters, proposal, put, requestor, type BookingFixture } from './builders';
 
 /** The fixture's Patient-Read-Example carries this KVNR. */

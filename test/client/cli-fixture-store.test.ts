@@ -8,7 +8,7 @@ import type { CliIo } from '../../src/client/cli-commands';
 import { importResources, readResourceFile } from '../../src/fhir';
 import { createDevPki, writeDevPki } from '../../src/guard/pki/dev-pki';
 import { startServer, type RunningServer } from '../../src/server';
-import { projectPath } from '../../src/shared/paths';
+import { projectPath } from '../../src/server-lib/paths';
 import { createTestContext } from '../helpers/context';
 import { freePort } from '../helpers/swtpm';
 

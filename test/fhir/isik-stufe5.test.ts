@@ -5,10 +5,10 @@ import type { Bundle, Resource } from '@medplum/fhirtypes';
 import { composeTerminus } from '../../src/app';
 import type { AppContext } from '../../src/context';
 import { importResources } from '../../src/fhir/import';
-import { evalFhirPath } from '../../src/shared/medplum';
+import { evalFhirPath } from '../../src/server-lib/medplum';
 import { fromXml } from '../../src/model/formats';
 import { knownProfiles, validateResource } from '../../src/model/validation';
-import { projectPath } from '../../src/shared/paths';
+import { projectPath } from '../../src/server-lib/paths';
 import { createTestContext } from '../helpers/context';
 
 /**

@@ -1,6 +1,6 @@
 import type { OperationDefinition } from '@medplum/fhirtypes';
 import { parseInputParameters } from '../../src/fhir/operations';
-import { OperationOutcomeError } from '../../src/shared/outcomes';
+import { OperationOutcomeError } from '../../src/server-lib/outcomes';
 
 /** A definition shaped like ISiK $book: one required resource, a uri, a Reference, a repeating code. */
 const DEFINITION = {

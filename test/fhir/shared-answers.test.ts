@@ -1,7 +1,7 @@
 import { builtOnce, encodedOnce } from '../../src/fhir/shared-answers';
 import { parseFhirSearch } from '../../src/fhir/search';
 import { parseSearch } from '../../src/fhir/search-request';
-import { Memo } from '../../src/shared/frozen';
+import { Memo } from '../../src/server-lib/frozen';
 
 /** Issue 15: answers around a result the window cache shares are built once per request shape. */
 test('a frozen result gets one answer per shape, built once; an unfrozen one gets a new answer every time', () => {

@@ -7,8 +7,8 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { decapsulate, decryptFrame, deriveK1, deriveK2, encryptFrame, MODE_RESPONSE, open, parseFrameHeader, sha256 } from '../../src/protocol/asl/asl-crypto';
-import { bytesOf, decodeM1, decodeM3, decodeM3Inner, decodeMap, encodeCbor, pointOf } from '../../src/protocol/asl/asl-messages';
+import { decapsulate, decryptFrame, deriveK1, deriveK2, encryptFrame, MODE_RESPONSE, open, parseFrameHeader, sha256 } from '../../src/common/asl/asl-crypto';
+import { bytesOf, decodeM1, decodeM3, decodeM3Inner, decodeMap, encodeCbor, pointOf } from '../../src/common/asl/asl-messages';
 
 const V = JSON.parse(fs.readFileSync(path.join(__dirname, '../fixtures/asl/libasl-vectors.json'), 'utf8'));
 const hex = (s: string) => Buffer.from(s, 'hex');

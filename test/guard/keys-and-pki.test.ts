@@ -4,9 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import request from 'supertest';
 import { runDevPki } from '../../src/cli/dev-pki';
-import { parseAdmission, ADMISSION_OID } from '../../src/protocol/admission';
+import { parseAdmission, ADMISSION_OID } from '../../src/common/admission';
 import { verifyCardChain } from '../../src/guard/pki/card-trust';
-import { aesGcmKeyEncryption } from '../../src/shared/key-encryption';
+import { aesGcmKeyEncryption } from '../../src/server-lib/key-encryption';
 import * as pkijs from 'pkijs';
 import { decodeHeader, exchange, guardHarness, type Harness } from './helpers/harness';
 

@@ -1,7 +1,7 @@
 import request from 'supertest';
 import { generateEcKey } from '../../src/client/crypto';
 import { evaluate } from '../../src/guard/policy/embedded';
-import { scopeCovered } from '../../src/protocol/smart-scopes';
+import { scopeCovered } from '../../src/common/smart-scopes';
 import type { PolicyData, PolicyInput } from '../../src/guard/policy/types';
 import { exchange, guardHarness, TOKEN_EXCHANGE, type Harness } from './helpers/harness';
 

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import request from 'supertest';
 import { generateEcKey, type EcKey } from '../../src/client/crypto';
-import { attestationChallenge } from '../../src/protocol/attestation-challenge';
+import { attestationChallenge } from '../../src/common/attestation-challenge';
 import { appleCa, attestDevice, type AppleCa, type Device } from './helpers/app-attest';
 import { exchange, fetchNonce, guardHarness, TOKEN_EXCHANGE, type Harness } from './helpers/harness';
 

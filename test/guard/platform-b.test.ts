@@ -6,7 +6,7 @@ import path from 'node:path';
 import { SecurityLevel, VerifiedBootState } from '@peculiar/asn1-android';
 import request from 'supertest';
 import { generateEcKey, type EcKey } from '../../src/client/crypto';
-import { attestationChallenge } from '../../src/protocol/attestation-challenge';
+import { attestationChallenge } from '../../src/common/attestation-challenge';
 import { insertClient, type ClientRecord } from '../../src/guard/authserver/clients/client-store';
 import { androidRoot, PACKAGE, SIGNER, type AndroidDevice, type AndroidIntermediate } from './helpers/android-attest';
 import { exchange, fetchNonce, guardHarness, TOKEN_EXCHANGE, type Harness } from './helpers/harness';

@@ -1,9 +1,9 @@
 import crypto from 'node:crypto';
 import type { TpmTools } from '../../src/attestation-helper/tpm-tools';
 import type { EcKey } from '../../src/client/crypto';
-import { attestationChallenge } from '../../src/protocol/attestation-challenge';
-import { canonicalEcJwk } from '../../src/protocol/canonical-jwk';
-import { logEvent, specIdHeader } from '../../src/protocol/tpm-event-log';
+import { attestationChallenge } from '../../src/common/attestation-challenge';
+import { canonicalEcJwk } from '../../src/common/canonical-jwk';
+import { logEvent, specIdHeader } from '../../src/common/tpm-event-log';
 
 export const EV_SEPARATOR = 0x00000004;
 export const EV_EVENT_TAG = 0x00000006;

@@ -1,5 +1,5 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { compiledFhirPath, evalFhirPathTyped, memberValues, toTypedValue, type TypedValue } from '../../src/shared/medplum';
+import { compiledFhirPath, evalFhirPathTyped, memberValues, toTypedValue, type TypedValue } from '../../src/server-lib/medplum';
 import { demoResources } from '../../src/demo';
 import { absent, extractIndexRows } from '../../src/store/search/extract';
 import { RESOURCE_TYPES, searchParams } from '../../src/store/search/parameters';

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import request from 'supertest';
 import { createApp } from '../../src/app';
-import { metricsRegistry } from '../../src/shared/metrics';
+import { metricsRegistry } from '../../src/server-lib/metrics';
 import { migrate, openDb, StoreBusy, StoreUnavailable, type Db } from '../../src/store';
 import { createTestContext } from '../helpers/context';
 import { tcpRelay } from '../helpers/relay';

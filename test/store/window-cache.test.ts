@@ -3,7 +3,7 @@ import request from 'supertest';
 import { composeTerminus, type Terminus } from '../../src/app';
 import { parseSearch } from '../../src/fhir/search-request';
 import { Repository, SearchWindowCache } from '../../src/store';
-import { searchCache } from '../../src/shared/metrics';
+import { searchCache } from '../../src/server-lib/metrics';
 import { asFhir, bookingFixture, FHIR_JSON, freeSlot, parameters, proposal, put, requestor, schedule, type BookingFixture } from '../booking/builders';
 import { createTestContext } from '../helpers/context';
 import { statementRecorder } from '../helpers/statements';

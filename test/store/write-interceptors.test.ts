@@ -3,7 +3,7 @@ import request from 'supertest';
 import { composeTerminus } from '../../src/app';
 import type { AppContext } from '../../src/context';
 import { Repository, type WriteEvent, type WriteInterceptor } from '../../src/store';
-import { OperationOutcomeError, unprocessable } from '../../src/shared/outcomes';
+import { OperationOutcomeError, unprocessable } from '../../src/server-lib/outcomes';
 import { createTestContext } from '../helpers/context';
 
 const BASE = 'http://localhost:8080/fhir';

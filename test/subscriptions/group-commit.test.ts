@@ -1,4 +1,4 @@
-import { GroupCommit, TickBatch } from '../../src/shared/group-commit';
+import { GroupCommit, TickBatch } from '../../src/server-lib/group-commit';
 
 /** A write that records each batch and answers items doubled; it finishes when the test says so. */
 function recordingWrite() {

@@ -53,7 +53,7 @@ describe('ISiKSubscriptionTermin rules (ISiK point 1, backport "components")', (
   test('production accepts only https endpoints, also for loopback', async () => {
     const env = composeTerminus({ ...f.ctx, config: { ...f.ctx.config, production: true } }).fhir;
     const { handle } = await import('../../src/fhir/interactions');
-    const { OperationOutcomeError } = await import('../../src/shared/outcomes');
+    const { OperationOutcomeError } = await import('../../src/server-lib/outcomes');
     const err = await handle({ method: 'POST', path: ['Subscription'], query: [], headers: {}, body: subscription(receiver.url()) }, env).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OperationOutcomeError);
     expect((err as InstanceType<typeof OperationOutcomeError>).status).toBe(422);

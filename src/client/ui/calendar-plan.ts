@@ -1,10 +1,10 @@
 import crypto from 'node:crypto';
 import type { Bundle, BundleEntry, CodeableConcept, Coding, Schedule, Slot } from '@medplum/fhirtypes';
-import { OpeningHoursError, slotWindows, type OpeningHours, type SlotWindow } from '../../protocol/opening-hours';
+import { OpeningHoursError, slotWindows, type OpeningHours, type SlotWindow } from '../../common/opening-hours';
 import { Fhir, FhirError, outcome } from './fhir';
 import { conceptLabel } from './labels';
 import { calendarSummary } from './practice';
-import { BOOKING_CONFIRMATION_URL, ISIK_PROFILE, SCHEDULE_NAME_URL } from '../../protocol/vocabulary';
+import { BOOKING_CONFIRMATION_URL, ISIK_PROFILE, SCHEDULE_NAME_URL } from '../../common/vocabulary';
 
 /** One calendar made on the page holds at most this many slots (one transaction, under the 5 MB body limit). */
 export const MAX_SLOTS = 5000;

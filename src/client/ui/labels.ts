@@ -1,5 +1,5 @@
 import type { CodeableConcept, CodeSystem, Coding } from '@medplum/fhirtypes';
-import { SERVICE_TYPE_SYSTEM } from '../../protocol/vocabulary';
+import { SERVICE_TYPE_SYSTEM } from '../../common/vocabulary';
 
 /**
  * German names of codes whose code system displays them in English only (HL7 service-type, the

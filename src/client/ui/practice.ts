@@ -1,6 +1,6 @@
 import type { Appointment, Bundle, CodeableConcept, CodeSystem, Coding, HealthcareService, Parameters, Patient, Practitioner, Resource, Schedule, Slot, Subscription } from '@medplum/fhirtypes';
-import { addCalendarDays, isoWeekday, wallDate, wallTimeToUtc } from '../../protocol/opening-hours';
-import { BOOKING_CONFIRMATION_URL, LAST_DELIVERY_URL, SCHEDULE_NAME_URL } from '../../protocol/vocabulary';
+import { addCalendarDays, isoWeekday, wallDate, wallTimeToUtc } from '../../common/opening-hours';
+import { BOOKING_CONFIRMATION_URL, LAST_DELIVERY_URL, SCHEDULE_NAME_URL } from '../../common/vocabulary';
 import { Fhir, FhirError, outcome } from './fhir';
 import { codingLabel, conceptLabel, germanDesignation } from './labels';
 

@@ -1,8 +1,8 @@
 import type { OperationDefinition } from '@medplum/fhirtypes';
 import type { JobKind } from '../../jobs';
 import { handle } from '../interactions';
-import { conflict, issue, notFound, OperationOutcomeError, outcome } from '../../shared/outcomes';
-import { canSee } from '../../shared/owner';
+import { conflict, issue, notFound, OperationOutcomeError, outcome } from '../../server-lib/outcomes';
+import { canSee } from '../../server-lib/owner';
 import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { definitionOf, type Operation } from './registry';
 

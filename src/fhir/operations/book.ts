@@ -1,12 +1,12 @@
 import type { OperationDefinition, Reference } from '@medplum/fhirtypes';
-import { referencedId } from '../../shared/references';
+import { referencedId } from '../../server-lib/references';
 import { appointmentIdOf, book, bookingContext, checkProposal, type BookInput } from '../../booking';
 import { SqlState, sqlState, TRANSIENT_STATES } from '../../store';
-import { badRequest, conflict } from '../../shared/outcomes';
+import { badRequest, conflict } from '../../server-lib/outcomes';
 import { preferHeader, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { written } from '../interactions';
-import { scopeNeed } from '../../protocol/smart-scopes';
-import { ISIK_PROFILE } from '../../protocol/vocabulary';
+import { scopeNeed } from '../../common/smart-scopes';
+import { ISIK_PROFILE } from '../../common/vocabulary';
 import { startAsync } from './async';
 import { parseInputParameters } from './parameters';
 import { definitionOf, type Operation } from './registry';

@@ -1,5 +1,5 @@
 import type { Parameters, ParametersParameter, Resource } from '@medplum/fhirtypes';
-import { evalFhirPathTyped, parseFhirPath, toTypedValue, tryGetDataType, type TypedValue } from '../../shared/medplum';
+import { evalFhirPathTyped, parseFhirPath, toTypedValue, tryGetDataType, type TypedValue } from '../../server-lib/medplum';
 import { ensureBaseDefinitions } from '../../model';
 import { malformed, unappliable } from './patch-error';
 

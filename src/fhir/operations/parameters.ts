@@ -1,5 +1,5 @@
 import type { ExtractResource, ParametersParameter, Reference, Resource, ResourceType } from '@medplum/fhirtypes';
-import { badRequest } from '../../shared/outcomes';
+import { badRequest } from '../../server-lib/outcomes';
 import type { FhirRequest } from '../request';
 
 /** A parameter as an operation's typed constant declares it (`as const satisfies OperationDefinition`). */

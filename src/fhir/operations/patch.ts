@@ -1,9 +1,9 @@
 import type { OperationDefinition, Resource } from '@medplum/fhirtypes';
 import { RESOURCE_TYPES } from '../../store';
 import { checkIfMatch } from '../../store';
-import { canSee } from '../../shared/owner';
+import { canSee } from '../../server-lib/owner';
 import { checkBody, written } from '../interactions';
-import { gone, issue, notFound, OperationOutcomeError } from '../../shared/outcomes';
+import { gone, issue, notFound, OperationOutcomeError } from '../../server-lib/outcomes';
 import { scopeOf, writerRepo, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { applyFhirPathPatch } from './fhirpath-patch';
 import { applyJsonPatchToResource } from './json-patch';

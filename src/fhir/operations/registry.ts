@@ -1,5 +1,5 @@
 import type { OperationDefinition } from '@medplum/fhirtypes';
-import type { ScopeNeed } from '../../protocol/smart-scopes';
+import type { ScopeNeed } from '../../common/smart-scopes';
 import type { FhirEnv, FhirRequest, FhirResponse } from '../request';
 
 /** Where an operation is invoked: its type (`Appointment/$book`) and instance (`Subscription/s1/$events`), if any. */
@@ -11,7 +11,7 @@ export interface OperationTarget {
 /**
  * A FHIR operation, whole in one module: its definition (routing by `code` and `resource`, GET
  * when it does not affect state, its Parameters, the CapabilityStatement), the scopes a call
- * needs (the enforcement point reads them with the route, protocol/fhir-reach.ts) and its handler.
+ * needs (the enforcement point reads them with the route, common/fhir-reach.ts) and its handler.
  */
 export type Operation = {
   definition: OperationDefinition & { code: string };

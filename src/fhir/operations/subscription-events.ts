@@ -1,8 +1,8 @@
 import type { OperationDefinition, Subscription } from '@medplum/fhirtypes';
-import { scopeNeed } from '../../protocol/smart-scopes';
+import { scopeNeed } from '../../common/smart-scopes';
 import { parseInputParameters } from './parameters';
 import { definitionOf, type Operation } from './registry';
-import { badRequest } from '../../shared/outcomes';
+import { badRequest } from '../../server-lib/outcomes';
 import { BACKPORT, readChannel, eventsBetween, notificationBundle } from '../../subscriptions';
 import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 

@@ -1,9 +1,9 @@
 import crypto from 'node:crypto';
 import type { Bundle, OperationDefinition } from '@medplum/fhirtypes';
-import { scopeNeed } from '../../protocol/smart-scopes';
+import { scopeNeed } from '../../common/smart-scopes';
 import { parseInputParameters, type InputParameters } from './parameters';
 import { definitionOf, type Operation } from './registry';
-import { badRequest } from '../../shared/outcomes';
+import { badRequest } from '../../server-lib/outcomes';
 import { BACKPORT, readChannels, statusParameters } from '../../subscriptions';
 import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import type { Repository } from '../../store';

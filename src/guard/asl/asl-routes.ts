@@ -4,7 +4,7 @@ import type { AppContext } from '../../context';
 import { AslRequired } from '../errors';
 import { clientIp, sendGuardError } from '../http/respond';
 import type { SharedState } from '../state/shared-state';
-import { AslError } from '../../protocol/asl/asl-messages';
+import { AslError } from '../../common/asl/asl-messages';
 import { AslServer, CID_PREFIX } from './asl-server';
 import { AslServerKeys } from './asl-server-keys';
 import { ASL_INNER, InnerHttp } from './inner-http';

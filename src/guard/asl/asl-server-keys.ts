@@ -3,8 +3,8 @@ import fs from 'node:fs';
 import type { AppContext } from '../../context';
 import { keyEncryptionFor, type KeyEncryption } from '../keys/key-encryption';
 import { buildCertificate, pemCertificates } from '../pki/certificate-builder';
-import { generateHybridKeyPair, type HybridKeyPair, type HybridPrivateKeys } from '../../protocol/asl/asl-crypto';
-import { encodeCbor } from '../../protocol/asl/asl-messages';
+import { generateHybridKeyPair, type HybridKeyPair, type HybridPrivateKeys } from '../../common/asl/asl-crypto';
+import { encodeCbor } from '../../common/asl/asl-messages';
 import { aslCertData, aslServerKeyById, insertAslServerKey, newestAslServerKey, type AslServerKeyRow as Row } from './asl-server-key-store';
 
 /** The SDK refuses keys that live longer than 30 days; a new set signs in well before. */

@@ -17,8 +17,8 @@ import {
   parseFrameHeader,
   seal,
   sha256,
-} from '../../protocol/asl/asl-crypto';
-import { AslError, decodeM1, decodeM3, decodeM3Inner, encodeCbor, encodeM2, encodeM4 } from '../../protocol/asl/asl-messages';
+} from '../../common/asl/asl-crypto';
+import { AslError, decodeM1, decodeM3, decodeM3Inner, encodeCbor, encodeM2, encodeM4 } from '../../common/asl/asl-messages';
 import type { AslServerKeys } from './asl-server-keys';
 import { purgeAslSessions, reserveAslResponseNumbers, saveAslSession, takeAslHandshake, type AslSessionState } from './asl-session-store';
 

@@ -1,6 +1,6 @@
 import type { JWK } from 'jose';
 import type { AppContext } from '../../context';
-import type { TPM_ACTIVATION } from '../../protocol/attestation-types';
+import type { TPM_ACTIVATION } from '../../common/attestation-types';
 
 /** The client instance key of a registration, already checked (one EC P-256 `sig` key). */
 export interface RegisteringClient {

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { guardDecisions } from '../../shared/metrics';
+import { guardDecisions } from '../../server-lib/metrics';
 import type { NextFunction, Request, Response } from 'express';
 import { GuardError, InvalidRequest, isGuardError } from '../errors';
 

@@ -3,9 +3,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { AppContext } from '../../context';
 import { dataDirInUse } from '../data-dir';
-import { aesGcmKeyEncryption, type KeyEncryption } from '../../shared/key-encryption';
+import { aesGcmKeyEncryption, type KeyEncryption } from '../../server-lib/key-encryption';
 
-export type { KeyEncryption } from '../../shared/key-encryption';
+export type { KeyEncryption } from '../../server-lib/key-encryption';
 
 let processKek: Buffer | undefined;
 

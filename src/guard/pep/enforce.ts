@@ -1,6 +1,6 @@
-import type { FhirReachPort, Reach, ReachRequest, Route } from '../../protocol/fhir-reach';
-import { scopeContextOf, type Caller } from '../../protocol/identity';
-import type { ScopeContext } from '../../protocol/smart-scopes';
+import type { FhirReachPort, Reach, ReachRequest, Route } from '../../common/fhir-reach';
+import { scopeContextOf, type Caller } from '../../common/identity';
+import type { ScopeContext } from '../../common/smart-scopes';
 import { MalformedUrl, pathSegments, queryPairs } from '../../model';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 import { InvalidRequest } from '../errors';

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { patientOwner, type Caller } from '../../protocol/identity';
+import { patientOwner, type Caller } from '../../common/identity';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 
 /** The verified caller as the FHIR layer sees it (`res.locals.identity`). */

@@ -1,8 +1,8 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { guardDecisions } from '../../shared/metrics';
+import { guardDecisions } from '../../server-lib/metrics';
 import type { AppContext } from '../../context';
 import { FhirFormatError } from '../../model';
-import type { FhirReachPort } from '../../protocol/fhir-reach';
+import type { FhirReachPort } from '../../common/fhir-reach';
 import { isGuardError } from '../errors';
 import { sendGuardError } from '../http/respond';
 import { SigningKeys } from '../keys/signing-keys';

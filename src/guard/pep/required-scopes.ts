@@ -1,5 +1,5 @@
-import { ANY_TYPE, type Reach, type Route } from '../../protocol/fhir-reach';
-import { scopeCovered, scopeNeed as need, type Permission, type ScopeContext, type ScopeNeed } from '../../protocol/smart-scopes';
+import { ANY_TYPE, type Reach, type Route } from '../../common/fhir-reach';
+import { scopeCovered, scopeNeed as need, type Permission, type ScopeContext, type ScopeNeed } from '../../common/smart-scopes';
 
 const ALL: Permission[] = ['c', 'r', 'u', 'd', 's'];
 

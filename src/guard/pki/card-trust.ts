@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import * as pkijs from 'pkijs';
 import type { AppContext } from '../../context';
-import { ADMISSION_OID, parseAdmission } from '../../protocol/admission';
+import { ADMISSION_OID, parseAdmission } from '../../common/admission';
 import { pemCertificates, subjectNameFields } from './certificate-builder';
 import { PathValidationError, validatePath } from './path-validation';
 import { devPkiFor } from './dev-pki';

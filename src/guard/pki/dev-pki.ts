@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { AppContext } from '../../context';
 import { dataDirInUse } from '../data-dir';
-import { ADMISSION_OID, encodeAdmission } from '../../protocol/admission';
+import { ADMISSION_OID, encodeAdmission } from '../../common/admission';
 import { buildCertificate, derToPem } from './certificate-builder';
 
 export type CardCurve = 'P-256' | 'brainpoolP256r1' | 'rsa';

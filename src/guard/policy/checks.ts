@@ -1,4 +1,4 @@
-import { scopeCovered } from '../../protocol/smart-scopes';
+import { scopeCovered } from '../../common/smart-scopes';
 import { callerKindOf } from './callers';
 import { allowedScopes, DEFAULT_PATIENT_SCOPES, patientScopes, workloadScopes } from './scopes';
 import type { PolicyData, PolicyInput, WorkloadPolicyInput } from './types';
@@ -135,7 +135,7 @@ const scopes: CheckKind<Extract<Check, { kind: 'scopes' }>> = {
     '',
     'scope_allowed(s) if s in allowed_scopes',
     '',
-    '# SMART v2 (src/protocol/smart-scopes.ts): system/Appointment.rs is covered by system/*.cruds',
+    '# SMART v2 (src/common/smart-scopes.ts): system/Appointment.rs is covered by system/*.cruds',
     '# or system/Appointment.crus: the same context, the same or a wildcard type, and every',
     '# requested permission letter among the allowed ones.',
     'scope_allowed(s) if {',

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { TickBatch } from '../../shared/group-commit';
+import { TickBatch } from '../../server-lib/group-commit';
 import { SharedStateUnavailable, type SharedState, type SingleUse, type StateKey, type Window } from './shared-state';
 
 /**

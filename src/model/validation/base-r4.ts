@@ -6,7 +6,7 @@ import {
   OperationOutcomeError,
   validateResource as medplumValidate,
   type TypedValueWithPath,
-} from '../../shared/medplum';
+} from '../../server-lib/medplum';
 import { ruleViolation, syntaxError, type Finding } from './finding';
 
 let indexed = false;

@@ -1,5 +1,5 @@
 import type { ElementDefinition, Resource, StructureDefinition } from '@medplum/fhirtypes';
-import { compiledFhirPath, evalFhirPathTyped, memberValues, toTypedValue, type TypedValue } from '../../shared/medplum';
+import { compiledFhirPath, evalFhirPathTyped, memberValues, toTypedValue, type TypedValue } from '../../server-lib/medplum';
 import { ruleViolation, type Finding } from './finding';
 import { checkRequiredBinding } from './required-binding';
 

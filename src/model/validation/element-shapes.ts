@@ -1,5 +1,5 @@
-import { tryGetDataType, type InternalTypeSchema } from '../../shared/medplum';
-import { unrepresentableCharacter } from '../../shared/characters';
+import { tryGetDataType, type InternalTypeSchema } from '../../server-lib/medplum';
+import { unrepresentableCharacter } from '../../server-lib/characters';
 import { syntaxError, type Finding } from './finding';
 
 /** More findings than this say nothing new: the body is the wrong shape. */

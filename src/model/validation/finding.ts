@@ -1,5 +1,5 @@
 import type { OperationOutcomeIssue } from '@medplum/fhirtypes';
-import { representable } from '../../shared/characters';
+import { representable } from '../../server-lib/characters';
 
 /**
  * One problem found in a resource, with the HTTP status class it belongs to. ISiK Terminplanung

@@ -1,6 +1,6 @@
-import { isFhirId } from '../../shared/fhir-id';
+import { isFhirId } from '../../server-lib/fhir-id';
 import { PROTOTYPE_KEYS } from '../formats/limits';
-import { isResourceType } from '../../shared/medplum';
+import { isResourceType } from '../../server-lib/medplum';
 import { syntaxError, type Finding } from './finding';
 
 

@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import type { CodeSystem, StructureDefinition, ValueSet } from '@medplum/fhirtypes';
-import { projectPath } from '../../shared/paths';
+import { projectPath } from '../../server-lib/paths';
 
 /**
  * The conformance resources this repository wrote itself (fhir-profiles/*.json): ISiK profiles

@@ -1,6 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
 import { profile, stripVersion } from './profile-registry';
-import { ISIK_PROFILE } from '../../protocol/vocabulary';
+import { ISIK_PROFILE } from '../../common/vocabulary';
 
 export type ProfileSelection = 'claimed' | 'type-default';
 

@@ -1,5 +1,5 @@
 import type { CodeableConcept, Coding } from '@medplum/fhirtypes';
-import type { TypedValue } from '../../shared/medplum';
+import type { TypedValue } from '../../server-lib/medplum';
 import { ruleViolation, type Finding } from './finding';
 import { admitsCode, admitsCoding, valueSetContent } from './value-sets';
 

@@ -1,4 +1,4 @@
-import { storeRefusals } from '../../shared/metrics';
+import { storeRefusals } from '../../server-lib/metrics';
 
 /** SQLSTATE codes callers react to (PostgreSQL, Appendix A "Error Codes"). */
 export const SqlState = {

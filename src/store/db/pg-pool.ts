@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { Pool, type PoolClient, type QueryConfig } from 'pg';
-import { storeRefusals } from '../../shared/metrics';
+import { storeRefusals } from '../../server-lib/metrics';
 import { CommitHooks, type Db, type QueryOptions, type QueryResult } from './db';
 import { isConnectionFailure, isPoolWaitTimeout, StoreBusy, StoreUnavailable, unavailableOr } from './errors';
 import { STORE_CONNECT_TIMEOUT_MS, STORE_QUERY_TIMEOUT_MS, STORE_STATEMENT_TIMEOUT_MS } from './timeouts';

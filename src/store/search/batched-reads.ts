@@ -1,4 +1,4 @@
-import { TickBatch } from '../../shared/group-commit';
+import { TickBatch } from '../../server-lib/group-commit';
 import type { Db } from '../db';
 
 type Row = Record<string, unknown>;

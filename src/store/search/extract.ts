@@ -1,6 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { compiledFhirPath, evalFhirPathTyped, lacksElement, memberValues, toTypedValue, type TypedValue } from '../../shared/medplum';
-import { parseReference } from '../../shared/references';
+import { compiledFhirPath, evalFhirPathTyped, lacksElement, memberValues, toTypedValue, type TypedValue } from '../../server-lib/medplum';
+import { parseReference } from '../../server-lib/references';
 import { parseDateRange, periodRange, type DateRange } from './dates';
 import { fullValue, indexKey, nullableKey } from './index-key';
 import { COMPOUND_INDEXES, searchParams, type SearchParamDef } from './parameters';

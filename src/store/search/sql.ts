@@ -1,9 +1,9 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { Db } from '../db';
-import { isFhirId } from '../../shared/fhir-id';
-import { parseReference } from '../../shared/references';
-import type { Caller } from '../../protocol/identity';
-import { KVID_SYSTEM, PUBLIC_TO_PATIENTS } from '../../shared/owner';
+import { isFhirId } from '../../server-lib/fhir-id';
+import { parseReference } from '../../server-lib/references';
+import type { Caller } from '../../common/identity';
+import { KVID_SYSTEM, PUBLIC_TO_PATIENTS } from '../../server-lib/owner';
 import { batchedReads } from './batched-reads';
 import { parseDateRange, toTimestamp, type DateRange } from './dates';
 import { normalizeString } from './extract';
@@ -224,7 +224,7 @@ function tableOf(type: string): string {
   return type === 'reference' ? 'search_reference' : type === 'date' ? 'search_date' : type === 'string' ? 'search_string' : 'search_token';
 }
 
-/** The SQL form of shared/owner.ts `canSee`: what the viewer may see of resource row `r`. */
+/** The SQL form of server-lib/owner.ts `canSee`: what the viewer may see of resource row `r`. */
 function scopeSql(ctx: Ctx, r: string): string {
   if (!ctx.scope || ctx.scope.isOwner) return '';
   const own = `${r}.owner = ${p(ctx, ctx.scope.institution)}`;

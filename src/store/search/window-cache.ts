@@ -1,8 +1,8 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { TickBatch } from '../../shared/group-commit';
-import { deepFreeze } from '../../shared/frozen';
-import { searchCache } from '../../shared/metrics';
-import type { Caller } from '../../protocol/identity';
+import { TickBatch } from '../../server-lib/group-commit';
+import { deepFreeze } from '../../server-lib/frozen';
+import { searchCache } from '../../server-lib/metrics';
+import type { Caller } from '../../common/identity';
 import type { Db } from '../db';
 import { compoundFilters, type SearchRequest, type SearchResult, type StoredMatch } from './sql';
 

@@ -1,7 +1,7 @@
 import { route } from '../../../src/fhir/interactions';
 import { requiresPopp, reachRequiresPopp } from '../../../src/guard/pep/popp/popp-routes';
 import { reachOf } from '../../../src/fhir/request-reach';
-import type { Runner, ReachRequest } from '../../../src/protocol/fhir-reach';
+import type { Runner, ReachRequest } from '../../../src/common/fhir-reach';
 import { requiredScopes } from '../../../src/guard/pep/required-scopes';
 import { fhirOperations } from '../../../src/fhir/operations';
 

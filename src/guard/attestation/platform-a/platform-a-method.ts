@@ -1,7 +1,7 @@
 import type { PlatformAAppId } from '../../../config';
 import type { AttestationMethod } from '../method';
 import { platformAPostureVerifier, platformARegistrationVerifier } from './platform-a';
-import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
+import { ATTESTATION_TYPE } from '../../../common/attestation-types';
 
 /**
  * `platform_a` (Apple App Attest): the attestation object at registration, only for the App IDs

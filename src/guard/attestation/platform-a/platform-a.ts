@@ -2,12 +2,12 @@ import crypto from 'node:crypto';
 import { calculateJwkThumbprint, type JWK } from 'jose';
 import type { PlatformAAppId } from '../../../config';
 import type { AppContext } from '../../../context';
-import { attestationChallenge } from '../../../protocol/attestation-challenge';
+import { attestationChallenge } from '../../../common/attestation-challenge';
 import { PathValidationError, validatePath } from '../../pki/path-validation';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
 import { attestationResult, printableMembers, PRODUCT_MEMBERS, registrationFor } from '../posture-result';
 import type { RegisteringClient, RegistrationProof, RegistrationVerifier } from '../registration';
-import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
+import { ATTESTATION_TYPE } from '../../../common/attestation-types';
 import { raiseAssertionCounter } from './platform-a-store';
 import {
   AAGUID_DEVELOPMENT,

@@ -2,7 +2,7 @@ import type { PlatformBPackage } from '../../../config';
 import type { AttestationMethod } from '../method';
 import { platformBPostureVerifier, platformBRegistrationVerifier } from './platform-b';
 import type { RevocationList } from './revocation-list';
-import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
+import { ATTESTATION_TYPE } from '../../../common/attestation-types';
 
 /**
  * `platform_b` (Android key attestation): the key attestation chain at registration, only for the

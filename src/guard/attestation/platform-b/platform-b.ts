@@ -14,7 +14,7 @@ import { Certificate } from '@peculiar/asn1-x509';
 import { calculateJwkThumbprint, type JWK } from 'jose';
 import type { PlatformBPackage } from '../../../config';
 import type { AppContext } from '../../../context';
-import { attestationChallenge } from '../../../protocol/attestation-challenge';
+import { attestationChallenge } from '../../../common/attestation-challenge';
 import { InvalidRequest } from '../../errors';
 import { PathValidationError, validatePath } from '../../pki/path-validation';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
@@ -22,7 +22,7 @@ import { canonicalJwk, decodeBase64, refused, sha256, verifiesEs256 } from '../p
 import { attestationResult, printableMembers, PRODUCT_MEMBERS, registrationFor } from '../posture-result';
 import type { RegisteringClient, RegistrationProof, RegistrationVerifier } from '../registration';
 import type { RevocationList } from './revocation-list';
-import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
+import { ATTESTATION_TYPE } from '../../../common/attestation-types';
 
 /** What a platform_b registration keeps (`guard_client.attestation.platform_b`). */
 export interface PlatformBRegistration {

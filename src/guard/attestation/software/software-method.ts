@@ -1,6 +1,6 @@
 import type { AttestationMethod } from '../method';
 import { softwarePostureVerifier } from './verify-software-posture';
-import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
+import { ATTESTATION_TYPE } from '../../../common/attestation-types';
 
 /**
  * `software`: nothing to prove at registration (gematik dcr-request.yaml, the software/legacy

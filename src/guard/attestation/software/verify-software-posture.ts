@@ -1,10 +1,10 @@
 import crypto from 'node:crypto';
 import { calculateJwkThumbprint, exportJWK } from 'jose';
 import { InvalidRequest } from '../../errors';
-import { attestationChallenge } from '../../../protocol/attestation-challenge';
+import { attestationChallenge } from '../../../common/attestation-challenge';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
 import { attestationResult, printableMembers, PRODUCT_MEMBERS } from '../posture-result';
-import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
+import { ATTESTATION_TYPE } from '../../../common/attestation-types';
 
 const REQUIRED = [...PRODUCT_MEMBERS, 'public_key', 'attestation_challenge'] as const;
 

@@ -1,8 +1,8 @@
 import crypto from 'node:crypto';
 import { errors as joseErrors, jwtVerify, decodeJwt, type JWTPayload } from 'jose';
 import type { AppContext } from '../../../context';
-import { canonicalEcJwk } from '../../../protocol/canonical-jwk';
-import { SVC_ATT_TOKEN_TYP } from '../../../protocol/oauth';
+import { canonicalEcJwk } from '../../../common/canonical-jwk';
+import { SVC_ATT_TOKEN_TYP } from '../../../common/oauth';
 import { InvalidRequest, TemporarilyUnavailable } from '../../errors';
 import { stateKey, type SharedState } from '../../state/shared-state';
 import type { RegistrationProof, RegistrationVerifier, RegisteringClient } from '../registration';

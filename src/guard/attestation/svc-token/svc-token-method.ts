@@ -2,7 +2,7 @@ import type { SharedState } from '../../state/shared-state';
 import type { AttestationMethod } from '../method';
 import { svcTokenRegistrationVerifier } from './register-svc-token';
 import { TrustedIssuers } from './trusted-issuers';
-import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
+import { ATTESTATION_TYPE } from '../../../common/attestation-types';
 
 /**
  * `svc_attestation_token`: registration by the service attestation token another guard issued

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { calculateJwkThumbprint, type JWK } from 'jose';
 import type { AppContext } from '../../../context';
-import { canonicalEcJwk } from '../../../protocol/canonical-jwk';
+import { canonicalEcJwk } from '../../../common/canonical-jwk';
 import { InvalidRequest } from '../../errors';
 import { EkCertificateError, verifyEkCertificate } from '../../pki/ek-trust';
 import type { RegistrationProof, RegistrationVerifier, RegisteringClient } from '../registration';
@@ -9,7 +9,7 @@ import { makeCredential } from './make-credential';
 import { hashOf, TPM_ALG, TPM_CURVES, TPMA_OBJECT } from './tpm-algorithms';
 import { ekPublicFromJwk, parseTpm2bPublic, tpmName, tpmPublicKey, type TpmPublic } from './tpm-public';
 import { TpmStructureError } from './tpm-reader';
-import { TPM_ACTIVATION } from '../../../protocol/attestation-types';
+import { TPM_ACTIVATION } from '../../../common/attestation-types';
 
 /** What a TPM registration stores with the client: the AK later quotes verify against. */
 export interface TpmRegistration {

@@ -1,7 +1,7 @@
 import type { AttestationMethod } from '../method';
 import { tpmRegistrationVerifier } from './register-tpm';
 import { tpmPostureVerifier } from './verify-tpm-posture';
-import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
+import { ATTESTATION_TYPE } from '../../../common/attestation-types';
 
 /**
  * `tpm`: registration by credential activation to the EK (registrations only with TPM

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { MalformedEventLog, parseEventLog, replaySha256 } from '../../../protocol/tpm-event-log';
+import { MalformedEventLog, parseEventLog, replaySha256 } from '../../../common/tpm-event-log';
 import { parseQuote, type QuoteAttest, type TpmSignature } from './parse-attest';
 import { hashOf, TPM_ALG, TPM_CURVES } from './tpm-algorithms';
 import { tpmPublicKey, type TpmPublic } from './tpm-public';

@@ -1,13 +1,13 @@
 import crypto from 'node:crypto';
 import { InvalidRequest } from '../../errors';
-import { attestationChallenge } from '../../../protocol/attestation-challenge';
+import { attestationChallenge } from '../../../common/attestation-challenge';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
 import { attestationResult, printableMembers, PRODUCT_MEMBERS, registrationFor, type ProductFields } from '../posture-result';
 import type { TpmRegistration } from './register-tpm';
 import { parseTpm2bPublic } from './tpm-public';
 import { TpmStructureError } from './tpm-reader';
 import { QuoteError, verifyQuote } from './verify-quote';
-import { ATTESTATION_TYPE } from '../../../protocol/attestation-types';
+import { ATTESTATION_TYPE } from '../../../common/attestation-types';
 
 const BINARY_MEMBERS = ['tpm_attestation_key', 'tpm_quote', 'tpm_event_log'] as const;
 

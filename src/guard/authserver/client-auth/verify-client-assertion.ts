@@ -7,7 +7,7 @@ import { oneAuthorization } from '../../http/authorization-header';
 import type { GuardSettings } from '../../settings';
 import { stateKey, type SingleUse } from '../../state/shared-state';
 import type { ActiveClients, ClientRecord } from '../clients/client-store';
-import { CLIENT_ASSERTION_TYPE_JWT } from '../../../protocol/oauth';
+import { CLIENT_ASSERTION_TYPE_JWT } from '../../../common/oauth';
 
 /** The one signature algorithm for client assertions (FAPI 2.0: no RS256, no HS256). */
 export const CLIENT_ASSERTION_ALGS = ['ES256'] as const;

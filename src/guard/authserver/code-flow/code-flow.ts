@@ -1,6 +1,6 @@
 import * as oauth from 'oauth4webapi';
-import { scopeCovered } from '../../../protocol/smart-scopes';
-import { GRANT_AUTHORIZATION_CODE } from '../../../protocol/oauth';
+import { scopeCovered } from '../../../common/smart-scopes';
+import { GRANT_AUTHORIZATION_CODE } from '../../../common/oauth';
 import { InvalidRequest, InvalidScope, UnauthorizedClient, UnsupportedResponseType } from '../../errors';
 import { patientScopes } from '../../policy';
 import type { GuardDeps } from '../deps';

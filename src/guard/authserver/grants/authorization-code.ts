@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { GRANT_AUTHORIZATION_CODE } from '../../../protocol/oauth';
+import { GRANT_AUTHORIZATION_CODE } from '../../../common/oauth';
 import type { VerifiedDpopProof } from '../../dpop/verify-dpop-proof';
 import { InvalidDpopProof, InvalidGrant, InvalidRequest, InvalidTarget, UnauthorizedClient } from '../../errors';
 import type { PolicyInput } from '../../policy';

@@ -2,7 +2,7 @@ import type { VerifiedDpopProof } from '../../dpop/verify-dpop-proof';
 import { InvalidGrant, InvalidRequest, InvalidScope, InvalidTarget, UnauthorizedClient } from '../../errors';
 import type { AuthenticatedClient } from '../client-auth/verify-client-assertion';
 import type { GuardDeps } from '../deps';
-import { GRANT_REFRESH_TOKEN } from '../../../protocol/oauth';
+import { GRANT_REFRESH_TOKEN } from '../../../common/oauth';
 import { policyAllows } from '../policy-gate';
 import { isWorkloadInput } from '../../policy';
 import { findRefreshToken, refreshTokenHash, revokeSession, type RefreshTokenRecord } from '../tokens/refresh-tokens';

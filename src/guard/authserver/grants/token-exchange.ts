@@ -3,7 +3,7 @@ import { InvalidRequest, InvalidTarget, UnauthorizedClient } from '../../errors'
 import type { PolicyInput } from '../../policy';
 import type { AuthenticatedClient } from '../client-auth/verify-client-assertion';
 import type { GuardDeps } from '../deps';
-import { GRANT_TOKEN_EXCHANGE, TOKEN_TYPE_JWT } from '../../../protocol/oauth';
+import { GRANT_TOKEN_EXCHANGE, TOKEN_TYPE_JWT } from '../../../common/oauth';
 import { policyAllows } from '../policy-gate';
 import { requestedScopes } from '../scope-request';
 import { verifySubjectToken } from '../subject-token/verify-subject-token';

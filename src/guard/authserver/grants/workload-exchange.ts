@@ -1,8 +1,8 @@
 import crypto from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader, errors, jwtVerify, type JWTPayload } from 'jose';
 import type { WorkloadIssuer } from '../../../config';
-import { scopeCovered } from '../../../protocol/smart-scopes';
-import { GRANT_TOKEN_EXCHANGE, TOKEN_TYPE_ACCESS_TOKEN, TOKEN_TYPE_ID_TOKEN, TOKEN_TYPE_JWT } from '../../../protocol/oauth';
+import { scopeCovered } from '../../../common/smart-scopes';
+import { GRANT_TOKEN_EXCHANGE, TOKEN_TYPE_ACCESS_TOKEN, TOKEN_TYPE_ID_TOKEN, TOKEN_TYPE_JWT } from '../../../common/oauth';
 import type { VerifiedDpopProof } from '../../dpop/verify-dpop-proof';
 import { AccessDenied, InvalidRequest, InvalidScope, InvalidTarget, RateLimitExceeded, TemporarilyUnavailable } from '../../errors';
 import type { WorkloadPolicyInput } from '../../policy';

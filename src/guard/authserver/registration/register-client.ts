@@ -4,13 +4,13 @@ import type { AppContext } from '../../../context';
 import { DEFAULT_ATTESTATION_TYPE, type AttestationMethod, type AttestationMethods } from '../../attestation';
 import { Conflict, InvalidRequest, ResourceNotFound } from '../../errors';
 import { clientKeyIsRegistered, deleteExpiredPendingClients, insertClient, type ClientRecord, type ClientStatus } from '../clients/client-store';
-import { GRANT_AUTHORIZATION_CODE } from '../../../protocol/oauth';
+import { GRANT_AUTHORIZATION_CODE } from '../../../common/oauth';
 import type { GuardDeps } from '../deps';
 import { answerTransaction, findTransaction, openTransaction } from './registration-transactions';
 import { EMAIL_CHALLENGE, emailCodeAnswer, mailerFor, MESSAGE_ID, normalizeEmail, openEmailChallenge, resendEmailCode } from './email-code';
 import { keyEncryptionFor } from '../../keys/key-encryption';
 import type { SharedState } from '../../state/shared-state';
-import { TPM_ACTIVATION } from '../../../protocol/attestation-types';
+import { TPM_ACTIVATION } from '../../../common/attestation-types';
 
 export interface RegistrationResponse {
   client_id: string;

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { SignJWT } from 'jose';
-import { SVC_ATT_TOKEN_TYP } from '../../../protocol/oauth';
+import { SVC_ATT_TOKEN_TYP } from '../../../common/oauth';
 import type { SigningKeys } from '../../keys/signing-keys';
 import type { GuardSettings } from '../../settings';
 

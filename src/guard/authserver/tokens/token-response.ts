@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { GuardDeps } from '../deps';
-import { TOKEN_TYPE_ACCESS_TOKEN } from '../../../protocol/oauth';
+import { TOKEN_TYPE_ACCESS_TOKEN } from '../../../common/oauth';
 import type { PolicyDecision, PolicyInput } from '../../policy';
 import { issueAccessToken, type SessionClaims } from './access-token';
 import { createSessionWithToken, rotateRefreshToken, type Session } from './refresh-tokens';

@@ -1,4 +1,4 @@
-import { ANY_TYPE, type Reach, type Route } from '../../../protocol/fhir-reach';
+import { ANY_TYPE, type Reach, type Route } from '../../../common/fhir-reach';
 
 /**
  * POPP_REQUIRED_ROUTES entries: `*` (every request), `Patient` (every interaction on a type),

@@ -1,16 +1,16 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { ATTESTATION_TYPE, TPM_ACTIVATION } from '../../src/protocol/attestation-types';
-import { RETRY_AFTER_SECONDS } from '../../src/protocol/retry-after';
-import * as vocabulary from '../../src/protocol/vocabulary';
+import { ATTESTATION_TYPE, TPM_ACTIVATION } from '../../src/common/attestation-types';
+import { RETRY_AFTER_SECONDS } from '../../src/common/retry-after';
+import * as vocabulary from '../../src/common/vocabulary';
 
 /**
- * The wire vocabulary client and server share is written once, in src/protocol/: a second
+ * The wire vocabulary client and server share is written once, in src/common/: a second
  * spelling of an extension URL, a system or a profile elsewhere in src/ would let client and
  * server drift apart unnoticed.
  */
 const SRC = path.join(__dirname, '../../src');
-const PROTOCOL = path.join(SRC, 'protocol');
+const PROTOCOL = path.join(SRC, 'common');
 
 function sourceFiles(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -23,7 +23,7 @@ function sourceFiles(dir: string): string[] {
 /** The lines of a file that are code, not comments (a comment may name a value it explains). */
 const codeLines = (f: string): string[] => fs.readFileSync(f, 'utf8').split('\n').filter((l) => !/^\s*(\*|\/\/|\/\*)/.test(l));
 
-/** Where `value` stands as a whole quoted string literal in code outside src/protocol/. */
+/** Where `value` stands as a whole quoted string literal in code outside src/common/. */
 function quotedElsewhere(value: string): string[] {
   const quoted = ["'", '"', '`'].map((q) => `${q}${value}${q}`);
   return sourceFiles(SRC)
@@ -45,12 +45,12 @@ test('the vocabulary holds the extension URLs, systems and ISiK profiles client 
   for (const url of urls) expect(url).toMatch(/^https?:\/\/\S+$/);
 });
 
-test.each(urls)('%s is spelled out in src/protocol/ only', (url) => {
+test.each(urls)('%s is spelled out in src/common/ only', (url) => {
   expect(quotedElsewhere(url)).toEqual([]);
 });
 
 // `software` and `tpm` are ordinary words elsewhere (the CLI's --attestation, PCR banks); the others are not.
-test.each([ATTESTATION_TYPE.platformA, ATTESTATION_TYPE.platformB, ATTESTATION_TYPE.svcAttestationToken, TPM_ACTIVATION])('the attestation name %s is spelled out in src/protocol/ only', (name) => {
+test.each([ATTESTATION_TYPE.platformA, ATTESTATION_TYPE.platformB, ATTESTATION_TYPE.svcAttestationToken, TPM_ACTIVATION])('the attestation name %s is spelled out in src/common/ only', (name) => {
   // `svc_attestation_token` is also the name of the registration member that carries the token.
   const allowed = name === ATTESTATION_TYPE.svcAttestationToken ? ['guard/attestation/svc-token/svc-token-method.ts'] : [];
   expect(quotedElsewhere(name).filter((f) => !allowed.includes(f))).toEqual([]);

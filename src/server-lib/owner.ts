@@ -1,6 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { KVID_SYSTEM } from '../protocol/vocabulary';
-import type { Caller } from '../protocol/identity';
+import { KVID_SYSTEM } from '../common/vocabulary';
+import type { Caller } from '../common/identity';
 
 /**
  * What a patient sees of what belongs to nobody: calendars, slots, services, practitioners,

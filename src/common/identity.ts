@@ -1,6 +1,6 @@
 /**
  * The caller: who asks for a read or a write. Set by the enforcement point from the access token,
- * read by the FHIR layer, the booking and the store's visibility rule (shared/owner.ts); absent
+ * read by the FHIR layer, the booking and the store's visibility rule (server-lib/owner.ts); absent
  * when the repository itself asks (imports, jobs without a requester). A part that needs fewer
  * fields takes a `Pick<Caller, ...>`.
  */

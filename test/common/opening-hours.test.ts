@@ -1,4 +1,4 @@
-import { OpeningHoursError, slotWindows, wallTimeToUtc, type SlotPlan } from '../../src/protocol/opening-hours';
+import { OpeningHoursError, slotWindows, wallTimeToUtc, type SlotPlan } from '../../src/common/opening-hours';
 
 /** Opening hours to slot windows (the demo practice and the practice page's "new calendar"). */
 const plan = (o: Partial<SlotPlan> = {}): SlotPlan => ({ hours: { 1: [['08:00', '10:00']] }, slotMinutes: 30, from: '2031-03-03', to: '2031-03-09', timeZone: 'Europe/Berlin', ...o });
