@@ -7,7 +7,7 @@ import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JWK } from 'j
 import { listeningUrl } from './helpers/serve';
 
 /**
- * `terminus workload-token` as an operator runs it beside `npm start` (CONTRACT 11: this guard as
+ * `terminus workload-token` as an operator runs it beside `npm start` (docs/requirements.md, Workload token exchange: this guard as
  * a workload issuer). The embedded store admits one process, so the running server mints the
  * token over DATA_DIR/terminus.sock; the token is signed with the key jwks_uri already publishes,
  * and minting never adds a key. The commands run on the embedded store whatever the project's

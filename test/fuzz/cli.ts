@@ -1,6 +1,6 @@
 /**
  * `npm run fuzz -- [--cases N] [--seed S] [--store pg|pglite|both] [--concurrency C] [--out FILE]`:
- * the seeded fuzz run of issue 16 against each store (PostgreSQL when DATABASE_URL is set, with
+ * the seeded fuzz run against each store (PostgreSQL when DATABASE_URL is set, with
  * Redis when REDIS_URL is set; PGlite always), every case through the enforcing guard with its credentials (sessions of every kind,
  * flawed, broken, none). Prints one JSON report per store, its findings grouped by cause (the
  * server's logged error), and the first findings of each cause with the seed and index that

@@ -1,5 +1,5 @@
 /**
- * Request bodies through the additional security layer (CONTRACT 12): an inner request's body
+ * Request bodies through the additional security layer (docs/requirements.md, Additional security layer): an inner request's body
  * reaches the FHIR layer whole, through the enforcing guard with a real session, with ASL_MODE
  * supported and required. The inner requests are written byte by byte (Content-Length, chunked
  * transfer coding per RFC 9112 7.1, header names in any case and order per RFC 9110 5.1, multibyte

@@ -11,7 +11,7 @@ import { freePort } from '../helpers/swtpm';
 
 /**
  * Both reference clients send bodies through the additional security layer to a real server on
- * loopback with ASL_MODE required (CONTRACT 12), so nothing of /fhir travels plain: the library's
+ * loopback with ASL_MODE required, so nothing of /fhir travels plain: the library's
  * session fetch (createClient) and the `terminus-client` CLI as a child process (`http POST|PUT|PATCH
  * --data FILE --asl`, `book --asl`).
  */
