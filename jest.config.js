@@ -87,5 +87,5 @@ module.exports = {
     : [embedded],
   testTimeout: 180000,
   maxWorkers: 2,
-  reporters: ['default', '<rootDir>/test/summary-reporter.js'],
+  reporters: ['default', '<rootDir>/test/summary-reporter.js', '<rootDir>/test/timings-reporter.js'],
 };
