@@ -3,7 +3,7 @@ import cors from 'cors';
 import express, { type Express, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { bookingInterceptors } from './booking';
 import type { AppContext } from './context';
-import { fhirBodyText, fhirEnv, fhirReachPort, fhirRouter, route, type FhirEnv } from './fhir';
+import { fhirBodyText, fhirEnv, fhirReachPort, fhirRouter, route, type FhirEnv, type Operation } from './fhir';
 import { pathSegments } from './model';
 import { bookings, httpDuration, httpRequests } from './server-lib/metrics';
 import {
@@ -23,6 +23,9 @@ import {
   SharedStateUnavailable,
   TemporarilyUnavailable,
   upstreamProxy,
+  type AttestationMethod,
+  type Grant,
+  type GuardOptions,
 } from './guard';
 import { Jobs } from './jobs';
 import { StoreBusy, StoreUnavailable, type WriteInterceptor } from './store';
@@ -51,16 +54,31 @@ export interface Terminus extends Parts {
 }
 
 /**
+ * What a deployment (or a test) adds to the built-in parts, one list per extension point
+ * (docs/architecture.md, "Where to add").
+ */
+export interface Extensions {
+  /** Write interceptors run after the built-in ones (a deployment's own rules; tests that simulate a crash mid-write). */
+  interceptors?: readonly WriteInterceptor[];
+  /** FHIR operations beside the built-in ones (fhir/operations/index.ts). */
+  operations?: readonly Operation[];
+  /** Attestation methods beside the built-in ones (guard/attestation/index.ts). */
+  attestationMethods?: readonly AttestationMethod[];
+  /** Grants beside the built-in ones (guard/authserver/grants/index.ts). */
+  grants?: readonly Grant[];
+}
+
+/**
  * The composition root. Write interceptors in the order they run: booking first (it may refuse a
  * write or cascade), then subscriptions (its rules, then the wake-up of the delivery loop), then
- * any the caller adds (a deployment's own rules; tests that simulate a crash mid-write).
+ * any the caller adds.
  */
-export function composeParts(ctx: AppContext, options: { interceptors?: readonly WriteInterceptor[] } = {}): Parts {
+export function composeParts(ctx: AppContext, options: Extensions = {}): Parts {
   const jobs = new Jobs(ctx);
   const kek = keyEncryptionFor(ctx);
   let subscriptions: Subscriptions | undefined;
   const interceptors = [...bookingInterceptors(), ...subscriptionInterceptors(ctx, kek, () => subscriptions?.nudge()), ...(options.interceptors ?? [])];
-  const fhir = fhirEnv(ctx, { interceptors, jobs });
+  const fhir = fhirEnv(ctx, { interceptors, jobs, operations: options.operations });
   subscriptions = new Subscriptions(ctx, fhir.repo, kek);
   const delivery = subscriptions;
   return {
@@ -80,10 +98,10 @@ export function composeParts(ctx: AppContext, options: { interceptors?: readonly
 }
 
 /** The whole application: the parts, the guard and the HTTP routes. */
-export function composeTerminus(ctx: AppContext, options: { interceptors?: readonly WriteInterceptor[] } = {}): Terminus {
+export function composeTerminus(ctx: AppContext, options: Extensions = {}): Terminus {
   const parts = composeParts(ctx, options);
   const warmUps: (() => Promise<void>)[] = [];
-  const app = createExpressApp(ctx, parts.fhir, (work) => warmUps.push(work));
+  const app = createExpressApp(ctx, parts.fhir, { attestationMethods: options.attestationMethods, grants: options.grants, warmUp: (work) => warmUps.push(work) });
   return {
     ...parts,
     app,
@@ -98,7 +116,7 @@ export function createApp(ctx: AppContext): Express {
   return composeTerminus(ctx).app;
 }
 
-function createExpressApp(ctx: AppContext, fhir: FhirEnv, warmUp: (work: () => Promise<void>) => void): Express {
+function createExpressApp(ctx: AppContext, fhir: FhirEnv, guard: Pick<GuardOptions, 'attestationMethods' | 'grants' | 'warmUp'>): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', ctx.config.trustProxy);
@@ -122,7 +140,7 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv, warmUp: (work: () => P
   // One shared-state adapter for the authorization server and the enforcement point.
   const state = sharedState(ctx);
   const sessions = new RevokedSessions(ctx.db);
-  app.use(guardRouter(ctx, { state, sessions, warmUp }));
+  app.use(guardRouter(ctx, { ...guard, state, sessions }));
   // The additional security layer (ASL); its inner requests run through this very app.
   app.use(aslRoutes(ctx, { state, app: () => app }));
   // The enforcement point, then the protected application (embedded, or UPSTREAM_URL in proxy mode).

@@ -7,19 +7,17 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Bundle, CapabilityStatement, OperationDefinition, Parameters } from '@medplum/fhirtypes';
-import express, { type Express } from 'express';
+import type { Express } from 'express';
 import request from 'supertest';
 import type { AppContext } from '../src/context';
 import { createClientAssertion, createDpopProof, generateEcKey } from '../src/client/crypto';
-import { fhirBodyText, fhirEnv, fhirReachPort, fhirRouter, importResources, type FhirEnv } from '../src/fhir';
+import { composeTerminus } from '../src/app';
+import { importResources, type FhirEnv } from '../src/fhir';
 import { definitionOf, fhirOperations, parseInputParameters, type Operation } from '../src/fhir/operations';
 import { scopeOf } from '../src/fhir/request';
-import { guardRouter } from '../src/guard';
 import { AttestationMethods, type AttestationMethod } from '../src/guard/attestation';
 import { defineGrant, tokenGrants } from '../src/guard/authserver/grants';
 import { InvalidRequest } from '../src/guard/errors';
-import { enforcementPoint } from '../src/guard/pep';
-import { Jobs } from '../src/jobs';
 import { TOKEN_TYPE_ACCESS_TOKEN } from '../src/common/oauth';
 import { scopeNeed } from '../src/common/smart-scopes';
 import { exchange, fetchNonce, guardHarness, JWT_BEARER, nowSec, registerClient, type Harness } from './guard/helpers/harness';
@@ -86,14 +84,12 @@ const clientCredentials = defineGrant({
   }),
 });
 
-/** The application composed with the three entries, one place each. */
+/** The whole application composed with the three entries, one place each. */
 let fhir: FhirEnv;
 function composed(ctx: AppContext): Express {
-  fhir = fhirEnv(ctx, { interceptors: [], jobs: new Jobs(ctx), operations: [countFree] });
-  const app = express();
-  app.use(guardRouter(ctx, { attestationMethods: [sharedSecret], grants: [clientCredentials] }));
-  app.use('/fhir', enforcementPoint(ctx, { fhir: fhirReachPort(fhir), readBody: fhirBodyText() }), fhirRouter(ctx, fhir));
-  return app;
+  const terminus = composeTerminus(ctx, { operations: [countFree], attestationMethods: [sharedSecret], grants: [clientCredentials] });
+  fhir = terminus.fhir;
+  return terminus.app;
 }
 
 let h: Harness;

@@ -9,3 +9,4 @@ export { importResources, readResourceFile, toImportTransaction } from './import
 export { fhirReachPort } from './request-reach';
 export { route } from './interactions';
 export { fhirBodyText } from './body';
+export { definitionOf, parseInputParameters, type Operation } from './operations';

@@ -3,6 +3,8 @@
  * the enforcement point in front of /fhir (guard/pep), and what app.ts composes them from.
  */
 export { API_VERSION, API_VERSIONS, composeGuard, type GuardOptions } from './compose';
+export { AttestationMethods, type AttestationMethod } from './attestation';
+export { defineGrant, type Grant } from './authserver/grants';
 export { guardRouter } from './router';
 export { sharedState, SharedStateUnavailable, type SharedState } from './state/shared-state';
 export { keyEncryptionFor } from './keys/key-encryption';
