@@ -14,7 +14,6 @@ import { createClientAssertion, createDpopProof, generateEcKey } from '../src/cl
 import { composeTerminus } from '../src/app';
 import { importResources, type FhirEnv } from '../src/fhir';
 import { definitionOf, fhirOperations, parseInputParameters, type Operation } from '../src/fhir/operations';
-import { scopeOf } from '../src/fhir/request';
 import { AttestationMethods, type AttestationMethod } from '../src/guard/attestation';
 import { defineGrant, tokenGrants } from '../src/guard/authserver/grants';
 import { InvalidRequest } from '../src/guard/errors';
@@ -48,7 +47,7 @@ const countFree: Operation = {
   async handler(req, env) {
     const { schedule } = parseInputParameters(COUNT_FREE, req);
     const filters = [{ chain: [], param: 'status', values: ['free'] }, ...(schedule?.reference ? [{ chain: [], param: 'schedule', values: [schedule.reference] }] : [])];
-    const found = await env.repo.search({ resourceType: 'Slot', filters, count: 0, offset: 0, sort: [], include: [], revinclude: [], totalOnly: true }, scopeOf(req.identity));
+    const found = await env.repo.search({ resourceType: 'Slot', filters, count: 0, offset: 0, sort: [], include: [], revinclude: [], totalOnly: true }, req.caller);
     const body: Parameters = { resourceType: 'Parameters', parameter: [{ name: 'count', valueInteger: found.total }] };
     return { status: 200, body };
   },

@@ -5,7 +5,7 @@ import { ownerForWrite } from '../server-lib/owner';
 import { isFhirId } from '../server-lib/fhir-id';
 import { capabilityStatement } from './capability';
 import { badRequest, notFound, notSupported, OperationOutcomeError, outcome, issue } from '../server-lib/outcomes';
-import { preferHeader, scopeOf, writerRepo, type FhirEnv, type FhirRequest, type FhirResponse } from './request';
+import { preferHeader, writerRepo, type FhirEnv, type FhirRequest, type FhirResponse } from './request';
 import { fullUrl, searchType, subset } from './search';
 import { processBundle } from './transaction';
 import { allowsGet } from './operations/registry';
@@ -75,7 +75,7 @@ export async function handle(req: FhirRequest, env: FhirEnv, r: Route = route(re
     case 'read':
     case 'vread': {
       const subsetting = parseSubsetting(req.query);
-      const resource = r.interaction === 'read' ? await env.repo.read(r.type!, r.id!, scopeOf(req.identity)) : await env.repo.vread(r.type!, r.id!, r.versionId!, scopeOf(req.identity));
+      const resource = r.interaction === 'read' ? await env.repo.read(r.type!, r.id!, req.caller) : await env.repo.vread(r.type!, r.id!, r.versionId!, req.caller);
       return { status: 200, body: subset(resource, subsetting), headers: versionHeaders(resource) };
     }
     case 'history-instance':
@@ -134,20 +134,20 @@ export function checkBody(type: string, body: unknown, id?: string): Resource {
 
 async function create(type: string, req: FhirRequest, env: FhirEnv): Promise<FhirResponse> {
   const body = checkBody(type, withoutId(req.body));
-  const stored = await writerRepo(env, req).create(body, { owner: ownerForWrite(type, req.identity) });
+  const stored = await writerRepo(env, req).create(body, { owner: ownerForWrite(type, req.caller) });
   return written(stored, 201, env, req);
 }
 
 async function update(type: string, id: string, req: FhirRequest, env: FhirEnv): Promise<FhirResponse> {
   const body = checkBody(type, req.body, id);
-  const scope = scopeOf(req.identity);
+  const scope = req.caller;
   // Another institution's resource does not exist for this requester (404 before any rule runs).
-  const { resource, created } = await writerRepo(env, req).update(body, { ifMatch: req.headers.ifMatch, scope, owner: ownerForWrite(type, req.identity) });
+  const { resource, created } = await writerRepo(env, req).update(body, { ifMatch: req.headers.ifMatch, scope, owner: ownerForWrite(type, req.caller) });
   return written(resource, created ? 201 : 200, env, req);
 }
 
 async function remove(type: string, id: string, req: FhirRequest, env: FhirEnv): Promise<FhirResponse> {
-  await writerRepo(env, req).delete(type, id, { ifMatch: req.headers.ifMatch, scope: scopeOf(req.identity) });
+  await writerRepo(env, req).delete(type, id, { ifMatch: req.headers.ifMatch, scope: req.caller });
   return { status: 200, body: outcome([issue('informational', `${type}/${id} deleted`, undefined, 'information')]) };
 }
 
@@ -172,7 +172,7 @@ function withoutId(body: unknown): unknown {
 }
 
 async function history(type: string, id: string, req: FhirRequest, env: FhirEnv): Promise<Bundle> {
-  const versions = await env.repo.history(type, id, scopeOf(req.identity));
+  const versions = await env.repo.history(type, id, req.caller);
   return {
     resourceType: 'Bundle',
     type: 'history',

@@ -21,7 +21,7 @@ export interface FhirRequest {
     ifNoneExist?: string;
     prefer?: string;
   };
-  identity?: Caller;
+  caller?: Caller;
 }
 
 export interface FhirResponse {
@@ -46,11 +46,7 @@ export interface FhirEnv {
 
 /** The repository writing for the request's caller, with the environment's origin. */
 export function writerRepo(env: FhirEnv, req: FhirRequest): Repository {
-  return env.repo.actingAs(env.origin, req.identity);
-}
-
-export function scopeOf(identity?: Caller): Pick<Caller, 'institution' | 'isOwner' | 'patient'> | undefined {
-  return identity ? { institution: identity.institution, isOwner: identity.isOwner, ...(identity.patient !== undefined ? { patient: identity.patient } : {}) } : undefined;
+  return env.repo.actingAs(env.origin, req.caller);
 }
 
 export function preferHeader(req: FhirRequest): Record<string, string> {

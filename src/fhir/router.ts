@@ -47,7 +47,7 @@ export function fhirRouter(ctx: AppContext, env: FhirEnv): Router {
       // Where the request goes is known before its body is read: a path or operation that does not exist is 404, not a body error.
       const r = route({ method: req.method, path: pathSegments(req.path), query: [], headers: {} });
       if (r.interaction === 'operation' && !env.operations.find(r.operation!, r.type)) throw unknownOperation(r);
-      const fhirReq = toFhirRequest(req, query, res.locals.identity as Caller | undefined);
+      const fhirReq = toFhirRequest(req, query, res.locals.caller as Caller | undefined);
       refuseConditionalCreate(fhirReq.headers.ifNoneExist);
       const result = await handle(fhirReq, env, r);
       for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
@@ -130,7 +130,7 @@ function entityTag(res: Response, body: Buffer): string | undefined {
 }
 
 
-function toFhirRequest(req: Request, query: [string, string][], identity?: Caller): FhirRequest {
+function toFhirRequest(req: Request, query: [string, string][], caller?: Caller): FhirRequest {
   const contentType = req.header('content-type');
   const text = typeof req.body === 'string' ? req.body : '';
   let body: unknown;
@@ -157,7 +157,7 @@ function toFhirRequest(req: Request, query: [string, string][], identity?: Calle
       ifNoneExist: req.header('if-none-exist'),
       prefer: req.header('prefer'),
     },
-    identity,
+    caller,
   };
 }
 

@@ -7,7 +7,7 @@ import { parseSearch, parseSearchAnew, type ParsedSearch } from './search-reques
 import { scopeCovered } from '../common/smart-scopes';
 import { scopeContextOf } from '../common/identity';
 import { issue, outcome, unprocessable } from '../server-lib/outcomes';
-import { preferHeader, scopeOf, type FhirEnv, type FhirRequest, type Caller } from './request';
+import { preferHeader, type FhirEnv, type FhirRequest, type Caller } from './request';
 
 /**
  * ISiK search rules on top of generic FHIR search (ISiK Terminplanung CapabilityStatement,
@@ -34,19 +34,19 @@ export function parseFhirSearch(type: string, req: FhirRequest, now: Date): Pars
 /** Type-level search: a `searchset` Bundle with total, self/next/previous links, includes, warnings. */
 export async function searchType(type: string, req: FhirRequest, env: FhirEnv): Promise<Bundle> {
   const { request, warnings } = parseFhirSearch(type, req, env.ctx.now());
-  const result = await env.repo.search(request, scopeOf(req.identity));
+  const result = await env.repo.search(request, req.caller);
   // A result the window cache shares: the Bundle is the same for every request of this shape.
   return builtOnce(result, () => answerShape(type, req, env, result.included.length > 0), () => searchsetBundle(type, req, env, request, warnings, result));
 }
 
 /** Everything of a request the searchset Bundle is built from, besides the result. */
 function answerShape(type: string, req: FhirRequest, env: FhirEnv, includes: boolean): string {
-  return JSON.stringify([type, env.baseUrl, req.query, preferHeader(req).handling ?? '', includes && req.identity ? [scopeContextOf(req.identity), req.identity.scopes] : null]);
+  return JSON.stringify([type, env.baseUrl, req.query, preferHeader(req).handling ?? '', includes && req.caller ? [scopeContextOf(req.caller), req.caller.scopes] : null]);
 }
 
 function searchsetBundle(type: string, req: FhirRequest, env: FhirEnv, request: SearchRequest, parseWarnings: readonly OperationOutcomeIssue[], result: SearchResult): Bundle {
   const warnings = [...parseWarnings];
-  const included = result.included.filter((r) => mayRead(req.identity, r.resourceType));
+  const included = result.included.filter((r) => mayRead(req.caller, r.resourceType));
   if (included.length < result.included.length) {
     const types = [...new Set(result.included.filter((r) => !included.includes(r)).map((r) => r.resourceType))].sort();
     warnings.push(issue('forbidden', `Included resources left out: the access token has no read scope for ${types.join(', ')}`, undefined, 'warning'));
@@ -74,10 +74,10 @@ function searchsetBundle(type: string, req: FhirRequest, env: FhirEnv, request: 
 /**
  * `_include`/`_revinclude` return only what the caller's token may read (SMART `r`): an include
  * the ISiK CapabilityStatement lists (`Appointment:actor`) works for every requestor, and brings
- * the actor types its scopes cover. Without an identity (guard off, the repository itself): all.
+ * the actor types its scopes cover. Without a caller (guard off, the repository itself): all.
  */
-function mayRead(identity: Caller | undefined, type: string): boolean {
-  return !identity || scopeCovered(`${scopeContextOf(identity)}/${type}.r`, identity.scopes);
+function mayRead(caller: Caller | undefined, type: string): boolean {
+  return !caller || scopeCovered(`${scopeContextOf(caller)}/${type}.r`, caller.scopes);
 }
 
 export function fullUrl(env: FhirEnv, r: Resource): string {

@@ -106,7 +106,7 @@ function entryRequest(entry: BundleEntry, parent: FhirRequest, index: number, as
     query: [...url.searchParams.entries()],
     body,
     headers: { ifMatch: entry.request!.ifMatch, ifNoneExist: entry.request!.ifNoneExist },
-    identity: parent.identity,
+    caller: parent.caller,
     // A POST with a pre-assigned id is stored as a create under that id.
     ...(assignedId ? { method: 'PUT' } : {}),
   };

@@ -105,10 +105,10 @@ export async function put(f: BookingFixture, ...resources: Resource[]): Promise<
   await importResources(f.env, { resourceType: 'Bundle', type: 'collection', entry: resources.map((resource) => ({ resource })) });
 }
 
-/** Runs a FHIR request through the FHIR layer as `identity` (the guard sets it in production). */
-export async function asFhir(f: BookingFixture, req: Partial<FhirRequest> & { method: string; path: string[] }, identity?: Caller): Promise<FhirResponse> {
+/** Runs a FHIR request through the FHIR layer as `caller` (the guard sets it in production). */
+export async function asFhir(f: BookingFixture, req: Partial<FhirRequest> & { method: string; path: string[] }, caller?: Caller): Promise<FhirResponse> {
   try {
-    return await handle({ query: [], headers: {}, ...req, identity }, f.env);
+    return await handle({ query: [], headers: {}, ...req, caller }, f.env);
   } catch (err) {
     if (err instanceof OperationOutcomeError) return { status: err.status, body: err.outcome };
     throw err;

@@ -12,7 +12,7 @@ import { createDpopProof, generateEcKey, type EcKey } from '../../src/client/cry
 import { issueWorkloadToken, SigningKeys, guardSettings } from '../../src/guard';
 import { WorkloadIssuers } from '../../src/guard/authserver/workload/workload-issuers';
 import type { AccessTokenPayload } from '../../src/guard/authserver/tokens/access-token';
-import { requestIdentity } from '../../src/guard/pep/identity';
+import { callerOf } from '../../src/guard/pep/caller';
 import { startServer } from '../../src/server';
 import { createTestContext } from '../helpers/context';
 import { call, pepHarness, type PepHarness } from './pep/helpers';
@@ -123,8 +123,8 @@ describe('workload token exchange', () => {
 
   test("a workload's subject never passes for an institution or a repository owner", () => {
     const token = { sub: '1-2-DEV-PRAXIS-P256', client_id: `${issuer.url}#1-2-DEV-PRAXIS-P256`, scope: 'system/Slot.rs', profession_oid: '', platform: 'workload' } as AccessTokenPayload;
-    expect(requestIdentity(token, ['1-2-DEV-PRAXIS-P256'])).toMatchObject({ institution: `${issuer.url}#1-2-DEV-PRAXIS-P256`, isOwner: false });
-    expect(requestIdentity({ ...token, platform: 'linux' }, ['1-2-DEV-PRAXIS-P256'])).toMatchObject({ institution: '1-2-DEV-PRAXIS-P256', isOwner: true });
+    expect(callerOf(token, ['1-2-DEV-PRAXIS-P256'])).toMatchObject({ institution: `${issuer.url}#1-2-DEV-PRAXIS-P256`, isOwner: false });
+    expect(callerOf({ ...token, platform: 'linux' }, ['1-2-DEV-PRAXIS-P256'])).toMatchObject({ institution: '1-2-DEV-PRAXIS-P256', isOwner: true });
   });
 
   test('a narrower scope on request; a wider one is refused', async () => {

@@ -3,7 +3,7 @@ import type { JobKind } from '../../jobs';
 import { handle } from '../interactions';
 import { conflict, issue, notFound, OperationOutcomeError, outcome } from '../../server-lib/outcomes';
 import { canSee } from '../../server-lib/owner';
-import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
+import { type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { definitionOf, type Operation } from './registry';
 
 /**
@@ -59,7 +59,7 @@ export function fhirRequestJob(env: FhirEnv): JobKind {
 /** Kick-off: the request runs later as a job, exactly as it would have run now. */
 export async function startAsync(req: FhirRequest, env: FhirEnv): Promise<FhirResponse> {
   const payload: FhirRequest = { ...req, headers: { ...req.headers, prefer: withoutRespondAsync(req.headers.prefer) } };
-  const id = await env.jobs.submit({ kind: FHIR_REQUEST_JOB, payload, owner: req.identity?.institution ?? null });
+  const id = await env.jobs.submit({ kind: FHIR_REQUEST_JOB, payload, owner: req.caller?.institution ?? null });
   const location = `${env.baseUrl}/_async/${id}`;
   return {
     status: 202,
@@ -72,7 +72,7 @@ async function poll(req: FhirRequest, env: FhirEnv, id: string): Promise<FhirRes
   // A replica that has not worked the queue yet starts now (and picks up abandoned jobs).
   void env.jobs.start();
   const job = await env.jobs.find(id);
-  if (!job || job.state === 'cancelled' || !canSee(job.owner, scopeOf(req.identity))) throw notFound('async request', id);
+  if (!job || job.state === 'cancelled' || !canSee(job.owner, req.caller)) throw notFound('async request', id);
   if (req.method === 'DELETE') {
     const state = await env.jobs.cancel(id);
     if (state === 'running') throw conflict(`Async request ${id} is running and can no longer be cancelled`);

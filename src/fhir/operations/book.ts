@@ -53,7 +53,7 @@ async function bookHandler(req: FhirRequest, env: FhirEnv): Promise<FhirResponse
   // A booking that races on one slot or id with another runs again (serialization failure,
   // deadlock); a race it still loses answers 409.
   try {
-    const result = await env.repo.withRetriedTransaction((repo) => book(bookingContext(repo, req.identity), input));
+    const result = await env.repo.withRetriedTransaction((repo) => book(bookingContext(repo, req.caller), input));
     return written(result.appointment, result.pending ? 202 : 201, env, req);
   } catch (err) {
     const state = sqlState(err);

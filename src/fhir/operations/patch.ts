@@ -4,7 +4,7 @@ import { checkIfMatch } from '../../store';
 import { canSee } from '../../server-lib/owner';
 import { checkBody, written } from '../interactions';
 import { gone, issue, notFound, OperationOutcomeError } from '../../server-lib/outcomes';
-import { scopeOf, writerRepo, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
+import { writerRepo, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import { applyFhirPathPatch } from './fhirpath-patch';
 import { applyJsonPatchToResource } from './json-patch';
 import { PatchError } from './patch-error';
@@ -39,7 +39,7 @@ export const patchOperation: Operation = {
 async function patch(req: FhirRequest, env: FhirEnv, type: string, id: string): Promise<FhirResponse> {
   const jsonPatch = (req.contentType ?? '').toLowerCase().startsWith('application/json-patch+json');
   if (req.body === undefined) throw new OperationOutcomeError(400, [issue('required', 'PATCH needs a body: FHIRPath Patch Parameters or a JSON Patch')]);
-  const scope = scopeOf(req.identity);
+  const scope = req.caller;
   const stored = await writerRepo(env, req).withTransaction(async (repo) => {
     const row = await repo.readRow(type, id, { forUpdate: true });
     if (!row || !canSee(row.owner, scope, row.resource)) throw notFound(type, id);

@@ -4,7 +4,7 @@ import { parseInputParameters } from './parameters';
 import { definitionOf, type Operation } from './registry';
 import { badRequest } from '../../server-lib/outcomes';
 import { BACKPORT, readChannel, eventsBetween, notificationBundle } from '../../subscriptions';
-import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
+import { type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 
 const definition = {
   resourceType: 'OperationDefinition',
@@ -45,7 +45,7 @@ export const eventsOperation: Operation = {
 async function events(req: FhirRequest, env: FhirEnv, id: string | undefined): Promise<FhirResponse> {
   if (!id) throw badRequest('$events is invoked on one Subscription: Subscription/[id]/$events', 'Subscription');
   const input = parseInputParameters(definition, req);
-  const sub = await env.repo.read<Subscription>('Subscription', id, scopeOf(req.identity));
+  const sub = await env.repo.read<Subscription>('Subscription', id, req.caller);
   const channel = await readChannel(env.repo.db, id);
   const total = channel?.eventsSinceStart ?? 0;
   const since = eventNumber('eventsSinceNumber', input.eventsSinceNumber) ?? 1;

@@ -5,7 +5,7 @@ import { parseInputParameters, type InputParameters } from './parameters';
 import { definitionOf, type Operation } from './registry';
 import { badRequest } from '../../server-lib/outcomes';
 import { BACKPORT, readChannels, statusParameters } from '../../subscriptions';
-import { scopeOf, type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
+import { type FhirEnv, type FhirRequest, type FhirResponse } from '../request';
 import type { Repository } from '../../store';
 import type { Subscription } from '@medplum/fhirtypes';
 
@@ -46,7 +46,7 @@ export const statusOperation: Operation = {
 
 async function status(req: FhirRequest, env: FhirEnv, id: string | undefined): Promise<FhirResponse> {
   const input = parseInputParameters(definition, req);
-  const subs = id ? [await env.repo.read<Subscription>('Subscription', id, scopeOf(req.identity))] : await visibleSubscriptions(req, env.repo, input);
+  const subs = id ? [await env.repo.read<Subscription>('Subscription', id, req.caller)] : await visibleSubscriptions(req, env.repo, input);
   const channels = new Map((await readChannels(env.repo.db, subs.map((s) => s.id as string))).map((c) => [c.id, c]));
   const entry = subs.map((s) => {
     const c = channels.get(s.id as string);
@@ -78,7 +78,7 @@ async function visibleSubscriptions(req: FhirRequest, repo: Repository, input: I
   if (statuses.length) filters.push({ chain: [], param: 'status', values: statuses });
   const found = await repo.search(
     { resourceType: 'Subscription', filters, count: MAX_STATUS, offset: 0, sort: [], include: [], revinclude: [], totalOnly: false },
-    scopeOf(req.identity),
+    req.caller,
   );
   return found.resources as Subscription[];
 }

@@ -8,7 +8,7 @@ import type { SharedState } from '../state/shared-state';
 import { accessTokenFrom } from './access-token-credentials';
 import { InsufficientScope } from './errors';
 import { CLIENT_DATA, clientDataHeader, POPP_CONTENT, poppContentHeader, USER_INFO, userInfoHeader } from './forwarded-headers';
-import { logHash, requestIdentity } from './identity';
+import { logHash, callerOf } from './caller';
 import type { PoppJwks } from './popp/popp-jwks';
 import { reachRequiresPopp } from './popp/popp-routes';
 import { verifyPopp, type VerifiedPopp } from './popp/verify-popp';
@@ -47,7 +47,7 @@ export interface ResourceRequest {
 
 /** What an admitted request carries on: its caller, and the identity headers for the application. */
 export interface Decision {
-  identity: Caller;
+  caller: Caller;
   /** Headers to add to the request (ZETA: user info, client data, PoPP content). */
   forward: Record<string, string>;
 }
@@ -78,7 +78,7 @@ export interface TokenFacts {
   scopes: string[];
   userInfo: string;
   clientData: string;
-  identity: Caller;
+  caller: Caller;
 }
 
 /**
@@ -110,17 +110,17 @@ export async function enforce(request: ResourceRequest, deps: EnforcementDeps, t
   const read = target && r && (await readRequest(deps, request, target, r));
   const reach = r && read ? deps.fhir.reach(read, r, runner) : unroutable(runner); // every interaction and type the request touches
   if (reach && read?.unreadable && runner === 'upstream') reach.unfollowed.push(read.unreadable);
-  if (reach) await hasScopes(deps, reach, facts.scopes, scopeContextOf(facts.identity)); // SMART v2 scopes of all of them
+  if (reach) await hasScopes(deps, reach, facts.scopes, scopeContextOf(facts.caller)); // SMART v2 scopes of all of them
   const popp = await patientPresence(deps, request, reach, token.sub, now); // PoPP where configured: missing 400, invalid 403
   const forward: Record<string, string> = { [USER_INFO]: facts.userInfo, [CLIENT_DATA]: facts.clientData }; // A_26589-01
   if (popp) forward[POPP_CONTENT] = poppContentHeader(popp.payloadJson, settings.headerCaps);
-  return { identity: facts.identity, forward };
+  return { caller: facts.caller, forward };
 }
 
 /** Shared by every request with this token: nobody downstream may change it. */
-function frozen(identity: Caller): Caller {
-  Object.freeze(identity.scopes);
-  return Object.freeze(identity);
+function frozen(caller: Caller): Caller {
+  Object.freeze(caller.scopes);
+  return Object.freeze(caller);
 }
 
 function factsOf(deps: EnforcementDeps, token: AccessTokenPayload): TokenFacts {
@@ -132,7 +132,7 @@ function factsOf(deps: EnforcementDeps, token: AccessTokenPayload): TokenFacts {
       scopes: token.scope.split(' ').filter(Boolean),
       userInfo: userInfoHeader(token, deps.settings.headerCaps),
       clientData: clientDataHeader(token, deps.settings.headerCaps),
-      identity: frozen(requestIdentity(token, deps.repositoryOwners)),
+      caller: frozen(callerOf(token, deps.repositoryOwners)),
     };
     deps.facts.set(token, facts);
   }

@@ -79,7 +79,7 @@ export function enforcementPoint(ctx: AppContext, options: PepOptions) {
         if (decision) {
           guardDecisions.inc({ decision: 'allowed', error: '' });
           for (const [k, v] of Object.entries(decision.forward)) req.headers[k] = v;
-          res.locals.identity = decision.identity; // the FHIR layer's typed caller
+          res.locals.caller = decision.caller; // the FHIR layer's typed caller
         }
         next();
       },

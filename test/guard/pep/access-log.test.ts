@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { call, decodePayload, institution, pepHarness, type PepHarness } from './helpers';
-import { logHash } from '../../../src/guard/pep/identity';
+import { logHash } from '../../../src/guard/pep/caller';
 
 /**
  * Issue 6 point 7 (ZETA Telemetrie, access-guard.md check 54): no Telematik-ID, professionOID or

@@ -18,7 +18,7 @@ describe('embedded mode: what the protected application sees', () => {
     h = await pepHarness();
     echo = express();
     echo.use('/fhir', enforcementPoint(h.ctx, { fhir: fhirReachPort(h.fhir), readBody: fhirBodyText() }), (req, res) => {
-      res.json({ headers: req.headers, identity: res.locals.identity, clientHash: res.locals.clientHash });
+      res.json({ headers: req.headers, identity: res.locals.caller, clientHash: res.locals.clientHash });
     });
   });
   afterAll(() => h.close());
@@ -38,7 +38,7 @@ describe('embedded mode: what the protected application sees', () => {
     const ctx = await createTestContext({ env: { GUARD_ENFORCEMENT: 'off' } });
     try {
       const app = express();
-      app.use('/fhir', enforcementPoint(ctx, { fhir: fhirReachPort(composeParts(ctx).fhir), readBody: fhirBodyText() }), (req, res) => res.json({ headers: req.headers, identity: res.locals.identity ?? null }));
+      app.use('/fhir', enforcementPoint(ctx, { fhir: fhirReachPort(composeParts(ctx).fhir), readBody: fhirBodyText() }), (req, res) => res.json({ headers: req.headers, identity: res.locals.caller ?? null }));
       const res = await request(app).get('/fhir/Slot').set('svc-user-info', 'FAKE');
       expect(res.status).toBe(200);
       expect(res.body.headers['svc-user-info']).toBeUndefined();

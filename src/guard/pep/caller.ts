@@ -2,8 +2,8 @@ import crypto from 'node:crypto';
 import { patientOwner, type Caller } from '../../common/identity';
 import type { AccessTokenPayload } from '../authserver/tokens/access-token';
 
-/** The verified caller as the FHIR layer sees it (`res.locals.identity`). */
-export function requestIdentity(token: AccessTokenPayload, repositoryOwners: readonly string[]): Caller {
+/** The verified caller as the FHIR layer sees it (`res.locals.caller`). */
+export function callerOf(token: AccessTokenPayload, repositoryOwners: readonly string[]): Caller {
   // A workload's subject is its issuer's to choose: it never passes for an institution's
   // Telematik-ID (its own resources are its `issuer#sub`) nor for a repository owner.
   const workload = token.platform === 'workload';
