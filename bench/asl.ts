@@ -23,7 +23,7 @@ const ROUNDS = 5;
 const PER_ROUND = 150;
 
 /**
- * Issue 14 benchmark. (1) The server's part of the handshake (M1 → M2, M3 → M4) in process on
+ * Additional security layer benchmark. (1) The server's part of the handshake (M1 → M2, M3 → M4) in process on
  * one core, the client's part done outside the clock: p50/p99 and handshakes per second of
  * server CPU. (2) The server's cost of one data frame (open, the request counter, seal a 2 KiB
  * answer), in process. (3) The same slot search plain and through ASL against one server
@@ -77,7 +77,7 @@ export async function benchAsl(): Promise<string> {
       `| M3 → M4 (decapsulate, key confirmation, store the session) | ${pct(m3m4, 50)} | ${pct(m3m4, 99)} | ${avg(m3m4)} |`,
       `| both | ${pct(total, 50)} | ${pct(total, 99)} | ${mean.toFixed(2)} |`,
       '',
-      `About ${Math.round(1000 / mean)} handshakes per second on one core (the server's part, store included). Aim (seed 000 section 8): each handshake message under 75 ms mean, p99 under 1 s.`,
+      `About ${Math.round(1000 / mean)} handshakes per second on one core (the server's part, store included). Aim (docs/requirements.md#performance-aims): each handshake message under 75 ms mean, p99 under 1 s.`,
     );
 
     // One data frame: open (session row, counter), seal a 2 KiB answer.

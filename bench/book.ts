@@ -32,10 +32,10 @@ const NEUR = { system: 'http://ihe-d.de/CodeSystems/AerztlicheFachrichtungen', c
 const BOOK_HEADERS = { 'content-type': 'application/fhir+json', accept: 'application/fhir+json' };
 
 /**
- * Issue 3 and issue 15 benchmark: `$book` at 32 concurrent clients, every request on a distinct
+ * Booking benchmark: `$book` at 32 concurrent clients, every request on a distinct
  * free slot (slots spread over 20 schedules), each server in its own process. With PostgreSQL, in
  * the same run and in rotating rounds: this tree, a baseline revision (BENCH_BOOK_BASELINE, default
- * 52983cc: before issue 15's work, whose first change woke the subscription loop once per commit) and the floor (the statements of one captured booking
+ * 52983cc: before the performance work, whose first change woke the subscription loop once per commit) and the floor (the statements of one captured booking
  * replayed per slot with `pg`, in one transaction, by floor-server.ts). PGlite: this tree alone.
  */
 export async function benchBook(): Promise<string> {
@@ -101,7 +101,7 @@ async function benchPostgres(databaseUrl: string): Promise<string> {
       ...rows,
       '',
       `This tree books **${ratio(0, 1).toFixed(2)} x** the baseline's bookings/s (per round: ${perRound(0, 1)}) and reaches ${ratio(0, 2).toFixed(2)} of the floor (per round: ${perRound(0, 2)}; the baseline ${ratio(1, 2).toFixed(2)}). The booking captured in process is ${template.booking.sql.length + 2} statements, BEGIN and COMMIT included${template.outside.length ? `, plus ${template.outside.length} outside it (${template.outside.map((t) => `\`${t.replace(/\s+/g, ' ').slice(0, 60)}…\``).join(', ')})` : ''} (over HTTP test/booking/round-trips.test.ts counts and keeps it at most 5; the baseline sent 10).`,
-      'Aims (issue 15): at least 2 x the baseline in the same run, at most 8 statements (its build list: at most 5 round trips), p99 under 100 ms.',
+      'Aims (docs/requirements.md#performance-aims): at least 2 x the baseline in the same run, at most 8 statements (its build list: at most 5 round trips), p99 under 100 ms.',
     ].join('\n');
   } finally {
     await Promise.all(servers.map((x) => x.stop()));
@@ -129,7 +129,7 @@ async function benchPglite(): Promise<string> {
     await server.stop();
     await store.cleanup();
   }
-  lines.push('', 'PGlite is one connection: every booking waits for the ones before it, so at 32 clients p99 is the queue. Aim (issue 15): p99 under 1 s at 32 clients (ISiK: 2 s).');
+  lines.push('', 'PGlite is one connection: every booking waits for the ones before it, so at 32 clients p99 is the queue. Aim (docs/requirements.md#performance-aims): p99 under 1 s at 32 clients (ISiK: 2 s).');
   return lines.join('\n');
 }
 
@@ -283,7 +283,7 @@ if (require.main === module) {
   (async () => {
     const file = path.join(__dirname, 'RESULTS.md');
     const body = await benchBook();
-    const section = `<!-- bench:book -->\n## Booking: \`$book\` throughput and latency (issue 3)\n\nMeasured ${new Date().toISOString().slice(0, 16)}Z.\n\n${body}\n<!-- /bench:book -->`;
+    const section = `<!-- bench:book -->\n## Booking: \`$book\` throughput and latency\n\nMeasured ${new Date().toISOString().slice(0, 16)}Z.\n\n${body}\n<!-- /bench:book -->`;
     let doc = fs.readFileSync(file, 'utf8');
     const re = /<!-- bench:book -->[\s\S]*?<!-- \/bench:book -->/;
     doc = re.test(doc) ? doc.replace(re, section) : `${doc.trimEnd()}\n\n${section}\n`;

@@ -1,5 +1,5 @@
 /**
- * Reference client benchmark (issue 11): `terminus-client stress search` and `book` through the
+ * Reference client benchmark: `terminus-client stress search` and `book` through the
  * client library against `terminus serve` (embedded; PostgreSQL too when DATABASE_URL is set), and
  * the client's own overhead per request (token lookup and a DPoP proof with `ath`) against its
  * floor, one ES256 signature with node:crypto, in the same run.
@@ -54,7 +54,7 @@ export async function benchClient(): Promise<string> {
     '|---|---|---|---|',
     `| token lookup + DPoP proof with \`ath\` (\`requestSigner\`) | ${overhead.sign.toFixed(1)} | ${overhead.floor.toFixed(1)} | ${(overhead.sign / overhead.floor).toFixed(2)} |`,
     '',
-    `Target (issue 11): the client's own overhead per request under 0.3 ms: ${overhead.sign < 300 ? 'met' : 'not met'} in this run (${(overhead.sign / 1000).toFixed(3)} ms).`,
+    `Target: the client's own overhead per request under 0.3 ms: ${overhead.sign < 300 ? 'met' : 'not met'} in this run (${(overhead.sign / 1000).toFixed(3)} ms).`,
   ].join('\n');
 }
 

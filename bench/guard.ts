@@ -1,5 +1,5 @@
 /**
- * Access-guard benchmark (issue 5): discovery, /nonce, token exchange and refresh at 32 concurrent
+ * Access-guard benchmark: discovery, /nonce, token exchange and refresh at 32 concurrent
  * clients against `terminus serve` in its own process, and node-oidc-provider's refresh grant with
  * DPoP and the baseline revision's token exchange and refresh measured in the same run. Loopback
  * only, bounded in time.
@@ -129,7 +129,7 @@ export async function benchGuard(): Promise<string> {
     rows.push(row('`GET /.well-known/oauth-authorization-server`', await closedLoop(new Array(CONNECTIONS).fill(0), () => timed(() => send(base, 'GET', '/.well-known/oauth-authorization-server'))), '7.5 / 10 / 100'));
     rows.push(row('`GET /.well-known/oauth-protected-resource`', await closedLoop(new Array(CONNECTIONS).fill(0), () => timed(() => send(base, 'GET', '/.well-known/oauth-protected-resource'))), '7.5 / 10 / 100'));
     rows.push(row('`GET /svc/v1/nonce`', await closedLoop(new Array(CONNECTIONS).fill(0), () => timed(() => send(base, 'GET', '/svc/v1/nonce'))), '33 / 50 / 500'));
-    // One client alone: the per-request latency the seed's targets speak of.
+    // One client alone: the per-request latency gemSpec_ZETA's targets speak of.
     rows.push(row('`GET /.well-known/oauth-authorization-server`, 1 client', await closedLoop([0], () => timed(() => send(base, 'GET', '/.well-known/oauth-authorization-server'))), '7.5 / 10 / 100'));
     rows.push(row('`GET /svc/v1/nonce`, 1 client', await closedLoop([0], () => timed(() => send(base, 'GET', '/svc/v1/nonce'))), '33 / 50 / 500'));
 
@@ -169,7 +169,7 @@ export async function benchGuard(): Promise<string> {
     const exchangeFloor = await startFloorServer({ answers: { '/token': { body: tokenBytes, contentType: 'application/json' } }, defaultAnswer: '/token', verifies: 4, signs: 1 });
     const refreshFloor = await startFloorServer({ answers: { '/token': { body: tokenBytes, contentType: 'application/json' } }, defaultAnswer: '/token', verifies: 2, signs: 1 });
     const nop = await startOidcProvider();
-    // The revision before issue 15's work, in its own process and store (issue 15: token exchange and refresh against it in the same run).
+    // The revision before the performance work, in its own process and store (token exchange and refresh against it in the same run, docs/requirements.md#performance-aims).
     const baseline = await startBaseline(env);
     try {
       const sampleForm = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: 'x'.repeat(43), client_assertion_type: JWT_BEARER, client_assertion: 'x'.repeat(400) }).toString();
@@ -249,7 +249,7 @@ export async function benchGuard(): Promise<string> {
         `- token exchange: **${ratio('exchange', 'baseline exchange').toFixed(2)} x the baseline \`${baseline.rev}\`** (${perRound('exchange', 'baseline exchange')}); ${ratio('exchange', 'exchange floor').toFixed(2)} of its JOSE floor (${perRound('exchange', 'exchange floor')}).`,
         `- refresh against the baseline: ${ratio('refresh', 'baseline refresh').toFixed(2)} x (${perRound('refresh', 'baseline refresh')}).`,
         `- server CPU per request (ms, median of rounds): token exchange ${cpuMs('exchange')} (baseline ${cpuMs('baseline exchange')}), refresh ${cpuMs('refresh')} (baseline ${cpuMs('baseline refresh')}), node-oidc-provider refresh ${cpuMs('node-oidc-provider')}, JOSE floors ${cpuMs('exchange floor')} / ${cpuMs('refresh floor')}.`,
-        `- Aims (issue 15): token exchange at least 2 x the baseline, refresh at least 1.2 x node-oidc-provider.`,
+        `- Aims (docs/requirements.md#performance-aims): token exchange at least 2 x the baseline, refresh at least 1.2 x node-oidc-provider.`,
         `- load average (1 / 5 / 15 min) ${loadAtStart} at the start, ${loadAverage()} at the end.`,
       ].join('\n');
     } finally {
@@ -263,18 +263,18 @@ export async function benchGuard(): Promise<string> {
   return [
     `Terminus \`serve\` in its own process (store: ${store}; nonces, replay caches and rate-limit counters in ${counters}), default log level; ${CONNECTIONS} concurrent clients, closed loop, keep-alive; discovery and nonce rows ${DURATION_MS / 1000} s each, token rows the median of ${ROUNDS} rotating rounds; machine: ${os.cpus().length} cores. Only the named request is timed (nonces and JWT signing of the client are not).`,
     '',
-    '| scenario | requests | req/s | mean ms | p50 ms | p95 ms | p99 ms | errors | seed target mean / p90 / p99 ms |',
+    '| scenario | requests | req/s | mean ms | p50 ms | p95 ms | p99 ms | errors | target mean / p90 / p99 ms |',
     '|---|---|---|---|---|---|---|---|---|',
     ...rows,
     '',
     comparison,
     '',
-    `Reading: with 32 clients in a closed loop on 2 cores (shared by the load generator, the server and its stores), the mean latency is about 32 / throughput, so it measures capacity more than the single-request latency the seed targets (section 8). node-oidc-provider keeps its state in process memory; Terminus's refresh re-asks the policy, rotates the family in PostgreSQL (one statement, durable) and keeps replay caches and counters in Redis. The JOSE floor is a bare \`node:http\` server doing only the signature work of the grant on cached key objects. A token exchange verifies four JWTs, a card chain (cached per certificate) and the attestation, and writes a session. The baseline is the revision before issue 15's work, in its own process and store, measured in the same rotating rounds. The 1-client rows give the per-request latency.`,
+    `Reading: with 32 clients in a closed loop on 2 cores (shared by the load generator, the server and its stores), the mean latency is about 32 / throughput, so it measures capacity more than the single-request latency the targets speak of (docs/requirements.md#performance-aims). node-oidc-provider keeps its state in process memory; Terminus's refresh re-asks the policy, rotates the family in PostgreSQL (one statement, durable) and keeps replay caches and counters in Redis. The JOSE floor is a bare \`node:http\` server doing only the signature work of the grant on cached key objects. A token exchange verifies four JWTs, a card chain (cached per certificate) and the attestation, and writes a session. The baseline is the revision before the performance work, in its own process and store, measured in the same rotating rounds. The 1-client rows give the per-request latency.`,
   ].join('\n');
 }
 
 /**
- * The baseline revision (BENCH_GUARD_BASELINE, default 52983cc: before issue 15's work) serving
+ * The baseline revision (BENCH_GUARD_BASELINE, default 52983cc: before the performance work) serving
  * the same configuration from a checkout of its own, on a store of its own: a DATA_DIR beside
  * this run's, or a fresh PostgreSQL database when DATABASE_URL is set.
  */
@@ -383,7 +383,7 @@ async function main(): Promise<void> {
   const body = await benchGuard();
   const file = path.join(__dirname, 'RESULTS.md');
   let doc = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '# Benchmark results\n';
-  const section = `<!-- bench:guard -->\n## Access guard (issue 5)\n\nMeasured ${new Date().toISOString().slice(0, 16)}Z.\n\n${body}\n<!-- /bench:guard -->`;
+  const section = `<!-- bench:guard -->\n## Access guard\n\nMeasured ${new Date().toISOString().slice(0, 16)}Z.\n\n${body}\n<!-- /bench:guard -->`;
   const re = /<!-- bench:guard -->[\s\S]*?<!-- \/bench:guard -->/;
   doc = re.test(doc) ? doc.replace(re, section) : `${doc.trimEnd()}\n\n${section}\n`;
   fs.writeFileSync(file, doc);

@@ -40,7 +40,7 @@ interface Measured {
 }
 
 /**
- * Issue 6 and issue 15 benchmark: the authenticated slot search through the full enforcement
+ * Guarded slot search benchmark: the authenticated slot search through the full enforcement
  * point (token, DPoP proof with ath and cnf.jkt, jti replay check, per-client rate limit, scopes,
  * identity headers), with GUARD_ENFORCEMENT=off, and with the calendar window cache; with
  * PostgreSQL also the floors of the same run (floor-server.ts). Every server in its own process on
@@ -118,7 +118,7 @@ async function benchOn({ env, envCopy, envCopy2, store, postgres, cleanup }: Awa
       ...rows,
       '',
       `Guard on keeps ${(keeps * 100).toFixed(0)}% of the unguarded throughput (per round: ${measured[1].runs.map((r, k) => `${((r.rps / measured[0].runs[k].rps) * 100).toFixed(0)}%`).join(', ')}); the window cache multiplies the guarded throughput by ${cachedKeeps.toFixed(2)}. Unloaded (1 connection, ${ROUNDS} rounds): guard off p50 ${ms(a1.p50)} ms, on ${ms(b1.p50)} ms, so the guard adds ${(b1.p50 - a1.p50).toFixed(2)} ms at p50 and ${(b1.p99 - a1.p99).toFixed(2)} ms at p99.${floorsAdd}`,
-      'Aims (issue 15): without the cache at least 0.6 of the floor, the guard keeping at least 0.85 of the unguarded throughput and adding under 0.3 ms at p50; with the cache at least 2,000 req/s on a quiet 2-core machine.',
+      'Aims (docs/requirements.md#performance-aims): without the cache at least 0.6 of the floor, the guard keeping at least 0.85 of the unguarded throughput and adding under 0.3 ms at p50; with the cache at least 2,000 req/s on a quiet 2-core machine.',
     ].join('\n');
   } finally {
     await Promise.all(servers.map((x) => x.stop()));

@@ -18,15 +18,15 @@ import { serverNode } from './lib/server';
  * sections of bench/RESULTS.md, leaving the other sections as they were.
  */
 const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
-  search: { title: 'FHIR search (issue 2)', run: benchSearch },
-  book: { title: 'Booking: $book on distinct free slots (issue 3)', run: benchBook },
-  guard: { title: 'Access guard: discovery, nonce, token exchange, refresh (issue 5)', run: benchGuard },
-  subscriptions: { title: 'Subscriptions: fan-out of one event to 1,000 rest-hook subscriptions (issue 4)', run: benchSubscriptions },
-  pep: { title: 'Enforcement point: guarded vs unguarded slot search (issue 6)', run: benchPep },
-  client: { title: 'Reference client: stress search and book through the library, client overhead per request (issue 11)', run: benchClient },
-  tpm: { title: 'Hardware attestation: TPM registration and token exchange beside the software posture (issue 10)', run: benchTpm },
-  asl: { title: 'Additional security layer: handshake, one frame, a slot search through the tunnel (issue 14)', run: benchAsl },
-  start: { title: 'Cold start: the first requests of a fresh process against warm ones (issue 15)', run: benchStart },
+  search: { title: 'FHIR search', run: benchSearch },
+  book: { title: 'Booking: $book on distinct free slots', run: benchBook },
+  guard: { title: 'Access guard: discovery, nonce, token exchange, refresh', run: benchGuard },
+  subscriptions: { title: 'Subscriptions: fan-out of one event to 1,000 rest-hook subscriptions', run: benchSubscriptions },
+  pep: { title: 'Enforcement point: guarded vs unguarded slot search', run: benchPep },
+  client: { title: 'Reference client: stress search and book through the library, client overhead per request', run: benchClient },
+  tpm: { title: 'Hardware attestation: TPM registration and token exchange beside the software posture', run: benchTpm },
+  asl: { title: 'Additional security layer: handshake, one frame, a slot search through the tunnel', run: benchAsl },
+  start: { title: 'Cold start: the first requests of a fresh process against warm ones', run: benchStart },
   compare: { title: 'This tree against a baseline revision: enforcement point and search (same run)', run: benchCompare },
 };
 

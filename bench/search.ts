@@ -15,7 +15,7 @@ const CONNECTIONS = 32;
 const DURATION_MS = 20_000;
 
 /**
- * Issue 2 benchmark: 100,000 Slots in 50 Schedules; the ISiK slot query over 31 days with
+ * Slot search benchmark: 100,000 Slots in 50 Schedules; the ISiK slot query over 31 days with
  * `_count=50`, and an empty-result query, each at 32 connections for 20 s against a server in its
  * own process.
  */

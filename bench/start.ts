@@ -13,7 +13,7 @@ const WARM = 15;
 const ISIK = 'https://gematik.de/fhir/isik/StructureDefinition/';
 
 /**
- * Issue 15, cold start: a process that answers /readyz must answer its first requests as fast as
+ * Cold start: a process that answers /readyz must answer its first requests as fast as
  * its later ones. Per store, STARTS fresh processes (demo data); in each the first request of every
  * kind is timed, then WARM more of the same kind; reported: the first minus the median warm one.
  */
@@ -68,7 +68,7 @@ export async function benchStart(): Promise<string> {
     '|---|---|---|---|---|',
     ...rows,
     '',
-    'Aim (issue 15): the first request under 50 ms over a warm one. Before the server listens, start-up loads the validation profiles and the search-parameter registry, opens every table, loads the signing key and rehearses the checks of a throwaway institution card and the request body readers, so /readyz means ready. The login rows use a card the server has not seen in every run, first and warm alike (the chain and OCSP answer of a known card are remembered).',
+    'Aim (docs/requirements.md#performance-aims): the first request under 50 ms over a warm one. Before the server listens, start-up loads the validation profiles and the search-parameter registry, opens every table, loads the signing key and rehearses the checks of a throwaway institution card and the request body readers, so /readyz means ready. The login rows use a card the server has not seen in every run, first and warm alike (the chain and OCSP answer of a known card are remembered).',
   ].join('\n');
 }
 

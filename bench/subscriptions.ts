@@ -13,7 +13,7 @@ const FHIR_JSON = 'application/fhir+json';
 const BP = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition';
 
 /**
- * Issue 4 benchmark: 1,000 active subscriptions (each with a receiver of its own on loopback),
+ * Subscription fan-out benchmark: 1,000 active subscriptions (each with a receiver of its own on loopback),
  * one appointment change; time from sending the change until each receiver got its notification.
  * The server runs in its own process with its default delivery settings; the receivers run here.
  */

@@ -1,5 +1,5 @@
 /**
- * The floor of a scenario (issue 15): the least a server must do to answer it, run as its own
+ * The floor of a scenario: the least a server must do to answer it, run as its own
  * process beside Terminus so both see the same machine. Per request, by the request's path and
  * query, it runs the statements Terminus would (replayed with `pg`, prepared), the ES256 checks
  * and signatures of the protocol on cached key objects, one Redis round trip of the same kind,

@@ -27,7 +27,7 @@ export async function startServerProcess(env: Record<string, string>, root = ROO
   const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const child: ChildProcess = spawn(serverNode(), [...nodeArgs, '--import', 'tsx', path.join(root, 'src', 'main.ts'), 'serve'], {
     cwd: root,
-    // The default log level (issue 15: benchmark what deployments run): an access-log line per
+    // The default log level (benchmark what deployments run): an access-log line per
     // request, written to /dev/null rather than into the benchmark's report.
     env: { ...process.env, LOG_LEVEL: 'info', METRICS_PORT: '0', PORT: port, HOST: '127.0.0.1', PUBLIC_URL: `http://127.0.0.1:${port}`, ...env },
     stdio: ['ignore', process.env.BENCH_SERVER_LOG ? 'inherit' : 'ignore', 'inherit'], // BENCH_SERVER_LOG=1: the servers' log on stdout
