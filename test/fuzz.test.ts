@@ -2,7 +2,7 @@ import { SESSION_KINDS } from './fuzz/cases';
 import { runFuzz, startFuzzTarget, type FuzzReport, type FuzzTarget } from './fuzz/run';
 
 /**
- * Issue 16: the seeded fuzzer (test/fuzz/cases.ts) against the server on this project's store with
+ * The seeded fuzzer (test/fuzz/cases.ts) against the server on this project's store with
  * the guard enforcing, 2,000 cases from each of three seeds; every case through the enforcement
  * point with valid sessions of each kind (requestor, owner, patient, workload), a session with one
  * flaw, broken credentials or none. No case may answer 5xx, leave a request unanswered, answer an

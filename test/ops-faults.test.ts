@@ -13,7 +13,7 @@ import { tcpRelay, type TcpRelay } from './helpers/relay';
 import { CANCEL, notificationEvents, Receiver, sleep, statusOf, subscription } from './subscriptions/helpers';
 
 /**
- * Issue 16, faults under load: `terminus serve` on PostgreSQL and Redis, each reached through a
+ * Faults under load: `terminus serve` on PostgreSQL and Redis, each reached through a
  * TCP relay the test breaks, while 64 clients search and book through the guard. PostgreSQL is
  * cut (connections reset, new ones refused), then partitioned (connections hang, nothing
  * answers), then Redis is cut and partitioned. Throughout:

@@ -5,7 +5,7 @@ import { startServer, type RunningServer } from '../src/server';
 import { createTestContext } from './helpers/context';
 import { freePort } from './helpers/swtpm';
 
-/** `GET /metrics` on METRICS_PORT (CONTRACT 13) of a running server, after real traffic. */
+/** `GET /metrics` on METRICS_PORT (docs/requirements.md#practice-page-and-operations) of a running server, after real traffic. */
 let server: RunningServer;
 let metricsPort: number;
 

@@ -53,7 +53,7 @@ describeWithRedis('a running server when Redis goes away', () => {
     expect([ready.status, JSON.parse(ready.body)]).toEqual([503, { status: 'unavailable', checks: { store: 'ok', redis: 'unavailable', policy_engine: 'ok' } }]);
     const started = Date.now();
     const nonce = await get(`${url}${noncePath}`);
-    // Issue 16: within 5 s with the dependency gone (the spec's bound, not a tighter one).
+    // Within 5 s with the dependency gone (docs/requirements.md#robustness-aims: that bound, not a tighter one).
     expect(Date.now() - started).toBeLessThan(5000);
     expect(nonce.status).toBe(503);
     expect(JSON.parse(nonce.body)).toMatchObject({ error: 'temporarily_unavailable', error_uri: expect.stringMatching(/#temporarily_unavailable$/) });

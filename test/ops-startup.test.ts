@@ -6,8 +6,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 
 /**
- * CONTRACT 2 as an operator meets it: `terminus serve` with a bad setting exits non-zero with one
- * stderr line naming the variable, and leaves nothing running (no hang on an open store or Redis).
+ * Configuration (docs/requirements.md#configuration) as an operator meets it: `terminus serve` with
+ * a bad setting exits non-zero with one stderr line naming the variable, and leaves nothing running
+ * (no hang on an open store or Redis).
  */
 const run = promisify(execFile);
 const MAIN = path.join(__dirname, '..', 'src', 'main.ts');
@@ -21,7 +22,7 @@ function terminus(args: string[], env: Record<string, string | undefined>) {
   );
 }
 
-test('terminus --version prints the package version and exits 0 (CONTRACT 13)', async () => {
+test('terminus --version prints the package version and exits 0', async () => {
   const r = await terminus(['--version'], {});
   expect(r.code).toBe(0);
   expect(r.stdout.trim()).toBe((JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version);
@@ -106,7 +107,7 @@ describe('one process at a time on the embedded DATA_DIR', () => {
     expect(fs.existsSync(path.join(dataDir, 'terminus.lock'))).toBe(false);
   }, 120_000);
 
-  test('LOG_FORMAT=pretty writes readable lines, not JSON (CONTRACT 13)', async () => {
+  test('LOG_FORMAT=pretty writes readable lines, not JSON', async () => {
     const server = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve'], { env: { ...BASE_ENV, LOG_LEVEL: 'info', LOG_FORMAT: 'pretty' }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     server.stdout?.on('data', (c: Buffer) => (out += c.toString()));

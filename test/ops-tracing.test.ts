@@ -9,10 +9,11 @@ import { Pool } from 'pg';
 import { listeningUrl } from './helpers/serve';
 
 /**
- * Issue 16 / CONTRACT 13: `terminus serve` with the standard OTEL_* variables exports traces over
- * OTLP to a collector (here a loopback receiver of OTLP/HTTP JSON): the request's server span, the
- * SQL statements it ran and the Redis commands of the guard, in one trace per request, under the
- * service name `terminus`. Without the variables nothing is exported (the other tests).
+ * Tracing (docs/requirements.md#practice-page-and-operations): `terminus serve` with the standard
+ * OTEL_* variables exports traces over OTLP to a collector (here a loopback receiver of OTLP/HTTP
+ * JSON): the request's server span, the SQL statements it ran and the Redis commands of the guard,
+ * in one trace per request, under the service name `terminus`. Without the variables nothing is
+ * exported (the other tests).
  */
 const pgUrl = process.env.DATABASE_URL;
 const redisUrl = process.env.REDIS_URL;

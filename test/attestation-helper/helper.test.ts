@@ -20,7 +20,7 @@ import { createTestContext } from '../helpers/context';
 import { freePort, startSoftwareTpm, type SoftwareTpm } from '../helpers/swtpm';
 import { TlsPki } from '../helpers/tls-pki';
 
-/** The gRPC attestation helper (CONTRACT 9) on a real swtpm over real mutual TLS: every row of its table. */
+/** The gRPC attestation helper (docs/requirements.md#attestation-helper-grpc) on a real swtpm over real mutual TLS: every row of its table. */
 let tpm: SoftwareTpm;
 let dir: string;
 let pki: TlsPki;

@@ -10,8 +10,8 @@ const ASYNC_URL = /^http:\/\/localhost:8080\/fhir\/_async\/([0-9a-f-]{36})$/;
 
 /**
  * A poll answer that says "still running": 202 with Retry-After, X-Progress and an
- * OperationOutcome. A finished pending booking answers 202 as well (CONTRACT section 5), with the
- * Appointment and without the polling headers.
+ * OperationOutcome. A finished pending booking answers 202 as well
+ * (docs/requirements.md#booking-book), with the Appointment and without the polling headers.
  */
 function isRunning(status: number, headers: Record<string, string | undefined>, body: { resourceType?: string } | undefined): boolean {
   const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));

@@ -6,9 +6,10 @@ import { bookingFixture, FHIR_JSON, freeSlot, parameters, patient, proposal, put
 const CLIENTS = 50;
 
 /**
- * Issue 3 point 2: no double booking under any concurrency, decided by the database. 50 clients
- * race for one free slot over real HTTP connections: exactly one 201, 49 x 409, one booked
- * Appointment. Runs on PGlite always and on PostgreSQL when DATABASE_URL is set.
+ * No double booking under any concurrency, decided by the database
+ * (docs/requirements.md#booking-book). 50 clients race for one free slot over real HTTP
+ * connections: exactly one 201, 49 x 409, one booked Appointment. Runs on PGlite always and on
+ * PostgreSQL when DATABASE_URL is set.
  */
 const stores: [string, boolean][] = [['PGlite', true]];
 if (process.env.DATABASE_URL) stores.push(['PostgreSQL', false]);

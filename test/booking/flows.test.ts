@@ -218,7 +218,7 @@ describe('$book flows', () => {
     });
   });
 
-  describe('institutions (CONTRACT section 4)', () => {
+  describe('institutions: an appointment belongs to the one that booked it', () => {
     test('an appointment booked by A is invisible to B, visible to A and the owners; B cannot re-book it', async () => {
       const s = await newSlot(f);
       const booked = await asFhir(f, { method: 'POST', path: ['Appointment', '$book'], body: on(s) }, requestor('A'));

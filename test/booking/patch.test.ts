@@ -66,7 +66,7 @@ const PATIENT_EXPRESSION = 'Appointment.participant.actor.where(resolve() is Pat
 const ABSOLUTE_PATIENT: Partial<Appointment> = { participant: [{ actor: { reference: `${BASE}/Patient/Patient-Read-Example`, display: 'Test Patient' }, status: 'accepted' }] };
 const actorValue = (reference: string) => op('replace', 'Appointment.participant[0].actor', { valueReference: { reference } });
 
-describe('PATCH Appointment (ISiK 6.0.0, seed 001 rule 5)', () => {
+describe('PATCH Appointment (ISiK Terminplanung 6.0.0)', () => {
   let f: BookingFixture;
   beforeAll(async () => {
     f = await bookingFixture();

@@ -1,8 +1,9 @@
 /**
- * CONTRACT 10 / issue 13 point 4: patients as users of the FHIR layer. A patient's identity is what
- * the enforcement point makes of a patient token (test/guard/code-flow.test.ts runs the same
- * through the real flow): they book only for themselves, read, find and cancel only their own
- * Appointments, read only the Patient with their insurance number, and nothing else of anyone.
+ * Patients as users of the FHIR layer (docs/requirements.md#patients-authorization-code-flow). A
+ * patient's identity is what the enforcement point makes of a patient token
+ * (test/guard/code-flow.test.ts runs the same through the real flow): they book only for
+ * themselves, read, find and cancel only their own Appointments, read only the Patient with their
+ * insurance number, and nothing else of anyone.
  */
 import type { Appointment, Bundle, OperationOutcome, Patient } from '@medplum/fhirtypes';
 import { patientOwner, type Caller } from '../../src/common/identity';

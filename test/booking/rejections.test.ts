@@ -24,9 +24,9 @@ const withService = (id: string) => ({ participant: [...patientRef('Patient-Read
 const SCHEDULE_PARAMETER = "Parameters.parameter.where(name='schedule')";
 
 /**
- * Every rejection of $book with its exact status and issue code (issue 3 point 1; ISiK 6.0.0:
- * syntax 400, semantics 422; a taken slot 409), and the expression where it matters. Nothing is
- * booked by any of them.
+ * Every rejection of $book with its exact status and issue code (docs/requirements.md#booking-book;
+ * ISiK 6.0.0: syntax 400, semantics 422; a taken slot 409), and the expression where it matters.
+ * Nothing is booked by any of them.
  */
 const cases: [string, () => unknown, number, string, string?][] = [
   ['a Patient as body', () => patient('x'), 400, 'invalid'],

@@ -3,8 +3,9 @@ import { statementRecorder } from '../helpers/statements';
 import { bookingFixture, parameters, proposal, type BookingFixture } from './builders';
 
 /**
- * Issue 15: a booking is a handful of round trips. Every statement the store's driver sends
- * (PostgreSQL or PGlite, whichever this project runs on) is counted while one `$book` runs.
+ * A booking is a handful of round trips (docs/requirements.md#performance-aims). Every statement
+ * the store's driver sends (PostgreSQL or PGlite, whichever this project runs on) is counted while
+ * one `$book` runs.
  */
 let f: BookingFixture;
 const recorder = statementRecorder();

@@ -12,8 +12,9 @@ import { createTestContext } from '../helpers/context';
 import { freePort } from '../helpers/swtpm';
 
 /**
- * The reference client's CLI as a child process against a real server on loopback (CONTRACT 6,
- * issue 11), through a scripted proxy that can answer 429/503 or 404 in the server's place.
+ * The reference client's CLI (docs/requirements.md#reference-client-and-sdk) as a child process
+ * against a real server on loopback, through a scripted proxy that can answer 429/503 or 404 in the
+ * server's place.
  */
 let server: RunningServer;
 let proxy: http.Server;

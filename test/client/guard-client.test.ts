@@ -4,7 +4,7 @@ import { startServer } from '../../src/server';
 import { getTestToken } from '../guard/helpers/get-token';
 import { guardHarness, type Harness } from '../guard/helpers/harness';
 
-/** The client library of issue 5 point 12 and the test-token helper other parts use. */
+/** The guard's client library and the test-token helper other parts use. */
 let h: Harness;
 beforeAll(async () => {
   h = await guardHarness({ env: { REPOSITORY_OWNERS: '1-OWNER' } });

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { KeyStore, KeyStoreError } from '../../src/client';
 
-/** The reference client's key store (CONTRACT 6, issue 11 point 2), in process. */
+/** The reference client's key store (docs/requirements.md#reference-client-and-sdk), in process. */
 let home: string;
 beforeEach(() => {
   home = fs.mkdtempSync(path.join(os.tmpdir(), 'keystore-'));

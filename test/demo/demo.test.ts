@@ -79,7 +79,7 @@ describe('demoResources', () => {
     }
   });
 
-  test('one calendar needs manual confirmation (CONTRACT section 5)', () => {
+  test('one calendar needs manual confirmation', () => {
     const manual = schedules.filter((s) =>
       s.extension?.some((e) => e.url === BOOKING_CONFIRMATION_URL && e.valueCode === 'manual'),
     );
@@ -96,7 +96,7 @@ describe('demoResources', () => {
     }
   });
 
-  test('code systems of the service coding are discoverable by context-type-value (seed 001 section 4)', () => {
+  test('code systems of the service coding are discoverable by context-type-value (ISiK Terminplanung 6.0.0)', () => {
     const codeSystems = ofType<CodeSystem>(resources, 'CodeSystem');
     const usedSystems = new Set(schedules.flatMap((s) => s.serviceType?.flatMap((t) => t.coding?.map((c) => c.system)) ?? []));
     for (const system of usedSystems) {

@@ -3,7 +3,7 @@ import { call, institution, pepHarness, proofFor, type PepHarness } from '../gua
 import type { TestToken } from '../guard/helpers/get-token';
 
 /**
- * FHIR and HTTP conventions behind the guard (issue 16 point 4): unknown operations, HEAD, CORS,
+ * FHIR and HTTP conventions behind the guard: unknown operations, HEAD, CORS,
  * `_pretty`, and an `htu` mismatch that names the URL to sign.
  */
 const APP = 'https://app.example.org';

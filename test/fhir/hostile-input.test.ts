@@ -97,7 +97,7 @@ describe('hostile input', () => {
     ],
     ['a FHIRPath Patch with parameter [null]', fhirPathPatch([null]), 400, 'structure', 'Parameters.parameter[0]'],
     ['a FHIRPath Patch with parameter an object', fhirPathPatch({}), 400, 'structure', 'Parameters.parameter'],
-    // Issue 16 fuzz findings, replayed.
+    // Findings of fuzz runs, replayed.
     ['a NUL in a search value', get('/fhir/Slot?_id=%00'), 400, 'invalid'],
     ['a NUL inside a search value', get('/fhir/Patient?family=a%00b'), 400, 'invalid'],
     ['a query parameter without a name, XML asked for', get('/fhir/Slot?=&_format=xml'), 400, 'invalid'],
@@ -220,7 +220,7 @@ describe('hostile input', () => {
     ['an integer that is a string', '{"resourceType":"Patient","multipleBirthInteger":"2"}', 'Patient.multipleBirthInteger'],
     ['an unknown element', '{"resourceType":"Patient","nickname":"x"}', 'Patient.nickname'],
     ['an unknown primitive extension', '{"resourceType":"Patient","_nickname":{}}', 'Patient._nickname'],
-    // Issue 16, our own fuzz run (seeds 2-4): each crashed medplum (500) or stored what XML could not answer.
+    // Our own fuzz run (seeds 2-4): each crashed medplum (500) or stored what XML could not answer.
     ['a single primitive\'s extension that is an array', '{"resourceType":"Patient","_gender":[null]}', 'Patient._gender'],
     ['a repeating primitive\'s extension that is an object', '{"resourceType":"Patient","name":[{"given":["a"],"_given":{}}]}', 'Patient.name[0]._given'],
     ['a single element that is an array', '{"resourceType":"Patient","gender":["female","male"]}', 'Patient.gender'],

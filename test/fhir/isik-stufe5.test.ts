@@ -243,7 +243,7 @@ describe('ISiK Stufe 5 Terminplanung read and search scenarios', () => {
     csHas("where(type='Encounter' and searchInclude contains 'Encounter:patient')");
   });
 
-  test('CodeSystem discovery by context-type-value (seed 001 section 4)', async () => {
+  test('CodeSystem discovery by context-type-value (ISiK Terminplanung 6.0.0)', async () => {
     const q = encodeURIComponent('https://gematik.de/fhir/isik/CodeSystem/ContextType|ResourceUsage$http://hl7.org/fhir/resource-types|HealthcareService');
     const found = entries(await get(`CodeSystem?context-type-value=${q}`));
     expect(found.length).toBeGreaterThan(0);

@@ -3,7 +3,7 @@ import { parseFhirSearch } from '../../src/fhir/search';
 import { parseSearch } from '../../src/fhir/search-request';
 import { Memo } from '../../src/server-lib/frozen';
 
-/** Issue 15: answers around a result the window cache shares are built once per request shape. */
+/** Answers around a result the window cache shares are built once per request shape. */
 test('a frozen result gets one answer per shape, built once; an unfrozen one gets a new answer every time', () => {
   let builds = 0;
   const build = () => ({ n: ++builds });
@@ -37,7 +37,7 @@ test('the bytes of a frozen body are encoded once per format', () => {
   expect(encodedOnce({ resourceType: 'Bundle' }, 'json', encode).bytes.toString()).toBe('3');
 });
 
-/** Issue 15: the enforcement point and the search parse the same query; each distinct query is parsed once. */
+/** The enforcement point and the search parse the same query; each distinct query is parsed once. */
 test('a query is parsed once and shared frozen; the handling is part of the query; a bad one throws every time', () => {
   const pairs: [string, string][] = [['schedule', 'Schedule/s1'], ['status', 'free'], ['start', 'ge2030-01-01'], ['start', 'le2030-01-02'], ['nonsense', 'x']];
   const first = parseSearch('Slot', pairs);

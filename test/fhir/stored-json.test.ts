@@ -6,7 +6,7 @@ import { createApp } from '../../src/app';
 import { jsonText, storedEntry } from '../../src/fhir/stored-json';
 import { createTestContext } from '../helpers/context';
 
-/** Issue 15: a search answer copies each match's stored JSON text instead of parsing and writing it again. */
+/** A search answer copies each match's stored JSON text instead of parsing and writing it again. */
 describe('stored entries', () => {
   const stored = '{"id": "s1", "status": "free", "resourceType": "Slot"}';
 

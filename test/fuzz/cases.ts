@@ -1,5 +1,5 @@
 /**
- * Seeded hostile requests for the FHIR layer and the guard's endpoints (issue 16): the same seed
+ * Seeded hostile requests for the FHIR layer and the guard's endpoints: the same seed
  * gives the same cases, so a finding is replayed from its seed and index. Cases start from valid
  * shapes (resources, $book parameters, FHIRPath Patch, transaction Bundles, searches) and break
  * them in the ways fuzz runs found harmful: wrong JSON types, primitive extensions that are not

@@ -1,5 +1,5 @@
 /**
- * Issue 14: gematik's libasl unit-test vectors (zeta-guard-ngx-pep@136586c6, libasl/src/server.rs,
+ * gematik's libasl unit-test vectors (zeta-guard-ngx-pep@136586c6, libasl/src/server.rs,
  * client.rs, keys.rs) reproduced with this server's ASL primitives: K1, K2, KeyID, both key
  * confirmations, data frames in both directions, the CBOR encoding of the messages, and the
  * signature over a set of signed server keys.

@@ -1,8 +1,8 @@
 /**
- * Issue 14 / CONTRACT 12: the additional security layer end to end against the real app: the
- * handshake of the reference client, an encrypted FHIR search with DPoP inside, every error row
- * of the table, replayed counters, a session continued on a second app instance sharing the
- * store, and ASL_MODE required.
+ * The additional security layer (docs/requirements.md#additional-security-layer-asl) end to end
+ * against the real app: the handshake of the reference client, an encrypted FHIR search with DPoP
+ * inside, every error row of the table, replayed counters, a session continued on a second app
+ * instance sharing the store, and ASL_MODE required.
  */
 import request from 'supertest';
 import { AslChannel, AslClientError, serializeRequest } from '../../src/client/asl-channel';
@@ -166,7 +166,7 @@ describe('the handshake and encrypted requests', () => {
   });
 });
 
-describe('the error rows (CONTRACT 12)', () => {
+describe('the error rows', () => {
   test('M1 with another content type is 415; without a CBOR Accept 406', async () => {
     expect((await request(h.app).post('/ASL').set('Content-Type', 'application/json').send('{}')).status).toBe(415);
     const res = await request(h.app).post('/ASL').set('Content-Type', 'application/cbor').set('Accept', 'application/json').send(Buffer.from([0xa0]));

@@ -16,8 +16,8 @@ import { exchange, guardHarness, type Harness } from './helpers/harness';
 
 /**
  * Card certificates validated by a path-validation library and checked by OCSP against a real
- * `openssl ocsp` responder (CONTRACT 8, issue 10 point 5), and `terminus dev-pki` writing RFC 5280
- * certificates that `openssl verify` accepts.
+ * `openssl ocsp` responder (docs/requirements.md#token-exchange), and `terminus dev-pki` writing
+ * RFC 5280 certificates that `openssl verify` accepts.
  */
 const DAY = 86_400_000;
 let dir: string;

@@ -4,9 +4,9 @@ import { generateEcKey } from '../../src/client/crypto';
 import { exchange, guardHarness, nowSec, rawJws, registerClient, type ExchangeOverrides, type Harness, type RegisteredClient } from './helpers/harness';
 
 /**
- * reference/security.md section 2 (private_key_jwt), Terminus column, at the token endpoint; plus
- * the ZETA UC06 assertion manipulations (access-guard.md 3 row 20), where Terminus answers 401
- * `invalid_client` as seed 000 section 7 says for failed client authentication.
+ * Client authentication by private_key_jwt (RFC 7523) at the token endpoint; plus the ZETA UC06
+ * assertion manipulations, where Terminus answers 401 `invalid_client`, the code for failed client
+ * authentication (docs/requirements.md#guard-error-object).
  */
 let h: Harness;
 beforeAll(async () => {
@@ -104,7 +104,7 @@ test.each([
   ['#14 iat 8 s in the future', () => ({ iat: nowSec(h) + 8 })],
   ['#14 nbf 8 s in the future', () => ({ nbf: nowSec(h) + 8 })],
   ['aud the issuer identifier as a string (rfc7523bis)', () => ({ aud: h.publicUrl })],
-  ['aud the token endpoint as a string (issue 5)', () => ({ aud: h.urls.token })],
+  ['aud the token endpoint as a string', () => ({ aud: h.urls.token })],
 ])('client authentication accepts %s', async (_name, claims) => {
   const { res } = await exchange(h, { assertion: { claims: claims() } });
   expect(res.status).toBe(200);

@@ -1,8 +1,9 @@
 /**
- * CONTRACT 10 / issue 13 point 3: authorization code with PAR and PKCE for patient apps, against a
- * real node-oidc-provider as the upstream IdP (PAR at the IdP, private_key_jwt, PKCE, id_tokens
- * signed ES256 and encrypted ECDH-ES/A256GCM), driven through its login and consent forms. Then
- * the patient's tokens at the enforcement point: `$book` for themselves, nothing of anyone else.
+ * Authorization code with PAR and PKCE for patient apps
+ * (docs/requirements.md#patients-authorization-code-flow), against a real node-oidc-provider as the
+ * upstream IdP (PAR at the IdP, private_key_jwt, PKCE, id_tokens signed ES256 and encrypted
+ * ECDH-ES/A256GCM), driven through its login and consent forms. Then the patient's tokens at the
+ * enforcement point: `$book` for themselves, nothing of anyone else.
  */
 import type { Appointment } from '@medplum/fhirtypes';
 import request from 'supertest';

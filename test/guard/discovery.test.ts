@@ -5,7 +5,7 @@ import { endpoints } from '../../src/guard/settings';
 import type { ApiVersion } from '../../src/guard/versions';
 import { exchange, guardHarness, type Harness } from './helpers/harness';
 
-/** Discovery documents (seed 000 2.3, CONTRACT 3, issue 5 point 2) and versioning (point 11). */
+/** Discovery documents and versioning (docs/requirements.md#discovery-and-versioning). */
 let h: Harness;
 beforeAll(async () => {
   h = await guardHarness();
@@ -36,11 +36,11 @@ describe('RFC 8414 authorization-server metadata', () => {
     expect(res.body.scopes_supported).toContain('patient/Appointment.crus');
   });
 
-  test('has exactly the fields of seed 000 2.3 and CONTRACT 3, plus the DPoP and revocation extensions', async () => {
+  test('has exactly the fields of RFC 8414 and ZETA as-well-known.yaml, plus the DPoP and revocation extensions', async () => {
     const res = await request(h.app).get('/.well-known/oauth-authorization-server');
     expect(Object.keys(res.body).sort()).toEqual(
       [
-        // seed 000 2.3
+        // RFC 8414, ZETA api_versions_supported
         'issuer',
         'authorization_endpoint',
         'token_endpoint',
@@ -54,7 +54,7 @@ describe('RFC 8414 authorization-server metadata', () => {
         'service_documentation',
         'code_challenge_methods_supported',
         'api_versions_supported',
-        // CONTRACT 3 and ZETA as-well-known.yaml
+        // ZETA as-well-known.yaml
         'nonce_endpoint',
         'revocation_endpoint',
         'scopes_supported',
@@ -64,7 +64,7 @@ describe('RFC 8414 authorization-server metadata', () => {
         'dpop_signing_alg_values_supported',
         'subject_token_signing_alg_values_supported',
         'attestation_types_supported',
-        // CONTRACT 10: authorization code with PAR and PKCE
+        // authorization code with PAR and PKCE (docs/requirements.md#patients-authorization-code-flow)
         'pushed_authorization_request_endpoint',
         'require_pushed_authorization_requests',
         'redirection_endpoint',
@@ -159,7 +159,7 @@ test('error_uri resolves: GET /svc/v1/errors lists every code with its status', 
   expect(res.body.errors.rate_limit_exceeded.status).toBe(429);
 });
 
-describe('versioning (seed 000 section 9)', () => {
+describe('versioning', () => {
   test('every guard response carries SVC-API-Version, errors too', async () => {
     for (const res of [await request(h.app).get('/svc/v1/nonce'), await request(h.app).post('/svc/v1/token').send('x'), await request(h.app).get('/svc/v1/nope')]) {
       expect(res.headers['svc-api-version']).toBe(API_VERSION);
@@ -238,7 +238,7 @@ describe('two majors served at once (v1 deprecated, v2 stable)', () => {
     ['410 shut-down major', 'get', '/svc/v0/nonce', 410],
     ['405 wrong method', 'get', '/svc/v2/token', 405],
     ['405 wrong method', 'post', '/svc/v2/nonce', 405],
-  ] as const)('%s (%s %s) carries x-rate-limit-* (seed 000 section 8)', async (_name, method, path, status) => {
+  ] as const)('%s (%s %s) carries x-rate-limit-* (A_26668-02)', async (_name, method, path, status) => {
     const res = await request(h2.app)[method](path);
     expect(res.status).toBe(status);
     expect(Number(res.headers['x-rate-limit-limit'])).toBeGreaterThan(0);

@@ -68,7 +68,7 @@ class Inbox {
 }
 
 /**
- * CONTRACT 10: a mobile registration with `user_email` is bound to the address by a mailed
+ * A mobile registration with `user_email` is bound to the address by a mailed
  * six-digit code (real SMTP through nodemailer into smtp-server): 202, then `/register/verify`,
  * `/register/resend` under a cooldown and a mail limit; codes stored keyed, single use, five tries.
  */

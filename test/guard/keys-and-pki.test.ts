@@ -10,7 +10,7 @@ import { aesGcmKeyEncryption } from '../../src/server-lib/key-encryption';
 import * as pkijs from 'pkijs';
 import { decodeHeader, exchange, guardHarness, type Harness } from './helpers/harness';
 
-describe('signing keys (issue 5 point 1)', () => {
+describe('signing keys', () => {
   let h: Harness;
   beforeAll(async () => {
     h = await guardHarness({ env: { GUARD_KEY_SECRET: 'test-secret-for-keys-of-32-characters' } });
@@ -51,7 +51,7 @@ describe('signing keys (issue 5 point 1)', () => {
   });
 });
 
-describe('terminus dev-pki DIR (CONTRACT 1)', () => {
+describe('terminus dev-pki DIR', () => {
   test('writes a card CA and P-256 and brainpoolP256r1 cards with the admission extension, as PEM', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'dev-pki-'));
     const out = jest.spyOn(process.stdout, 'write').mockImplementation(() => true);

@@ -5,7 +5,7 @@ import { scopeCovered } from '../../src/common/smart-scopes';
 import type { PolicyData, PolicyInput } from '../../src/guard/policy/types';
 import { exchange, guardHarness, TOKEN_EXCHANGE, type Harness } from './helpers/harness';
 
-/** CONTRACT 3: never a 500 for bad input, even bytes PostgreSQL cannot store (NUL). */
+/** Never a 500 for bad input (docs/requirements.md#robustness-aims), even bytes PostgreSQL cannot store (NUL). */
 let h: Harness;
 beforeAll(async () => {
   h = await guardHarness();
@@ -115,7 +115,7 @@ describe('the embedded policy (unit)', () => {
     expect(scopeCovered(s, [...allowed])).toBe(expected);
   });
 
-  test('a patient (CONTRACT 10) has no profession and gets the patient scopes, nothing of an institution\'s', () => {
+  test('a patient has no profession and gets the patient scopes, nothing of an institution\'s', () => {
     const patient = (scopes: string[]) => {
       const i = input({ scopes });
       return { ...i, user_info: { identifier: 'X485231029', professionOID: '', commonName: 'X485231029', repository_owner: false, patient: true } };

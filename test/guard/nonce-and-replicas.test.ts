@@ -1,7 +1,7 @@
 import request from 'supertest';
 import { exchange, guardHarness, type Harness } from './helpers/harness';
 
-/** GET /nonce (seed 000 4.3, issue 5 point 3) and single use across replicas sharing one store. */
+/** GET /nonce (docs/requirements.md#discovery-and-versioning) and single use across replicas sharing one store. */
 let a: Harness;
 let b: Harness;
 beforeAll(async () => {

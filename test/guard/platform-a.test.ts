@@ -9,7 +9,7 @@ import { appleCa, attestDevice, type AppleCa, type Device } from './helpers/app-
 import { exchange, fetchNonce, guardHarness, TOKEN_EXCHANGE, type Harness } from './helpers/harness';
 
 /**
- * CONTRACT 10, platform_a (Apple App Attest): devices attested under a test root of our own (the
+ * platform_a (Apple App Attest): devices attested under a test root of our own (the
  * real verification code, PLATFORM_A_TRUST_ANCHORS pointing at that root), registration for
  * desktop and phone App IDs, and assertions with a strictly increasing counter at token exchange.
  */

@@ -12,7 +12,7 @@ import { androidRoot, PACKAGE, SIGNER, type AndroidDevice, type AndroidIntermedi
 import { exchange, fetchNonce, guardHarness, TOKEN_EXCHANGE, type Harness } from './helpers/harness';
 
 /**
- * CONTRACT 10, platform_b (Android key attestation): chains under a test root of our own, the
+ * platform_b (Android key attestation): chains under a test root of our own, the
  * KeyDescription judged field by field, Google's status list served on loopback (REVOKED refuses,
  * SUSPENDED does not), the e-mail binding, and the attested key's signature at token exchange.
  */

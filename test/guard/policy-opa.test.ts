@@ -3,8 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { decodePayload, exchange, guardHarness, loggedInClient, refreshWith, type Harness } from './helpers/harness';
 
 /**
- * POLICY_ENGINE_URL mode (issue 5 point 6) against a real HTTP server speaking OPA's data API:
- * POST /v1/data/authz with {input}, answering {result}. Fails closed with 503.
+ * POLICY_ENGINE_URL mode (docs/requirements.md#policy-engine) against a real HTTP server speaking
+ * OPA's data API: POST /v1/data/authz with {input}, answering {result}. Fails closed with 503.
  */
 interface Opa {
   url: string;

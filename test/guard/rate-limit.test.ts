@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import request from 'supertest';
 import { exchange, guardHarness, loggedInClient, type Harness } from './helpers/harness';
 
-/** Rate limits (seed 000 section 8, issue 5 point 10, CONTRACT 7). Each test uses its own client IP via Forwarded. */
+/** Rate limits (docs/requirements.md#dpop-and-the-enforcement-point). Each test uses its own client IP via Forwarded. */
 const randomIp = () => `2001:db8::${crypto.randomBytes(4).toString('hex').replace(/(.{4})(.{4})/, '$1:$2')}`;
 const fwd = (ip: string) => ({ Forwarded: `for="[${ip}]"` });
 
@@ -33,7 +33,7 @@ describe('with the default limits', () => {
     expect(reset).toBeLessThanOrEqual(Date.now() / 1000 + 61);
   });
 
-  test('admit at least 20 requests per second from one client IP on each endpoint (CONTRACT 7)', async () => {
+  test('admit at least 20 requests per second from one client IP on each endpoint', async () => {
     const ip = randomIp();
     const started = Date.now();
     const nonces = await Promise.all(Array.from({ length: 40 }, () => request(h.app).get('/svc/v1/nonce').set(fwd(ip))));

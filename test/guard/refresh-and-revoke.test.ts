@@ -2,7 +2,7 @@ import request from 'supertest';
 import { createClientAssertion, createDpopProof, generateEcKey } from '../../src/client/crypto';
 import { decodePayload, guardHarness, JWT_BEARER, loggedInClient, nowSec, refreshWith, registerClient, type Harness } from './helpers/harness';
 
-/** Refresh (seed 000 4.6 path B, security.md 3, ZETA UC11/UC25) and revocation (RFC 7009). */
+/** Refresh (docs/requirements.md#refresh-and-revocation, ZETA UC11/UC25) and revocation (RFC 7009). */
 let h: Harness;
 beforeAll(async () => {
   h = await guardHarness();

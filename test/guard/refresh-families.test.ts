@@ -4,7 +4,7 @@ import { statementRecorder } from '../helpers/statements';
 import { guardHarness, JWT_BEARER, loggedInClient, nowSec, refreshWith, type Harness } from './helpers/harness';
 
 /**
- * Issue 15: a refresh of a token this process issued needs no read (RefreshFamilies) and rotates
+ * A refresh of a token this process issued needs no read (RefreshFamilies) and rotates
  * in one statement; what can change in another replica (use, revocation) is still decided by the
  * store. Two applications on one store play two replicas.
  */

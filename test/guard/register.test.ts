@@ -2,7 +2,7 @@ import request from 'supertest';
 import { generateEcKey, type EcKey } from '../../src/client/crypto';
 import { exchange, guardHarness, TOKEN_EXCHANGE, type Harness } from './helpers/harness';
 
-/** POST /register, software type (seed 000 4.4, issue 5 point 4, ZETA UC01/UC02). */
+/** POST /register, software type (docs/requirements.md#registration, ZETA UC01/UC02). */
 let h: Harness;
 beforeAll(async () => {
   h = await guardHarness();

@@ -6,7 +6,7 @@ import { EmbeddedState, SqlState } from '../../src/guard/state/sql-state';
 import { createTestContext } from '../helpers/context';
 
 /**
- * `firstUseAndTake` (a DPoP proof's jti and its nonce in one round trip, issue 15) and
+ * `firstUseAndTake` (a DPoP proof's jti and its nonce in one round trip) and
  * `firstUsesAndCount` (a request's single uses and counter) on every adapter this project can
  * reach: Redis when REDIS_URL is set, and the database (PostgreSQL or PGlite).
  */

@@ -15,8 +15,8 @@ beforeAll(async () => {
 });
 afterAll(() => h.close());
 
-describe('a successful token exchange (seed 000 4.6 path A)', () => {
-  test('answers the token response of seed 2.8 with a DPoP-bound ES256 at+jwt (ZETA rows 11, 17, 24)', async () => {
+describe('a successful token exchange', () => {
+  test('answers a token response with a DPoP-bound ES256 at+jwt (ZETA rows 11, 17, 24)', async () => {
     const { res, client, dpopKey } = await exchange(h, { telematikId: '1-TEST-PRAXIS', professionOid: '1.2.276.0.76.4.50' });
     expect(res.status).toBe(200);
     expect(res.headers['cache-control']).toBe('no-store');
@@ -56,7 +56,7 @@ describe('a successful token exchange (seed 000 4.6 path A)', () => {
     expect(r.rows[0]).toEqual({ status: 'active', platform: 'linux' });
   });
 
-  test('gives REPOSITORY_OWNERS system/*.cruds in addition (CONTRACT 4)', async () => {
+  test('gives REPOSITORY_OWNERS system/*.cruds in addition', async () => {
     const { res } = await exchange(h, { telematikId: '1-OWNER-PRAXIS' });
     expect(res.status).toBe(200);
     expect(res.body.scope).toBe(`${REQUESTOR_SCOPES} system/*.cruds`);
@@ -117,7 +117,7 @@ describe('token exchange parameters', () => {
   });
 });
 
-describe('the subject token (seed 2.5, CONTRACT 4): a failed check is 403 access_denied (seed 000 section 7)', () => {
+describe('the subject token: a failed check is 403 access_denied', () => {
   const DAY = 86_400_000;
   test.each<[string, () => ExchangeOverrides]>([
     ['card from an untrusted CA', () => ({ card: cardFrom(createCardCa({ commonName: 'Evil CA' }), { telematikId: '1-EVIL' }) })],
@@ -166,7 +166,7 @@ describe('the subject token (seed 2.5, CONTRACT 4): a failed check is 403 access
   });
 });
 
-describe('the client statement (seed 2.4, software posture): ZETA UC06 expects 400', () => {
+describe('the client statement (software posture): ZETA UC06 expects 400', () => {
   test.each<[string, (s: Record<string, unknown>) => unknown]>([
     ['empty statement {} (row 15)', () => ({})],
     ['statement missing', () => undefined],
@@ -211,7 +211,7 @@ describe('policy (embedded engine over policies/default.json)', () => {
   });
 
   test.each(['1.2.276.0.76.4.50', '1.2.276.0.76.4.51', '1.2.276.0.76.4.52', '1.2.276.0.76.4.53', '1.2.276.0.76.4.54', '1.2.276.0.76.4.55'])(
-    'admits professionOID %s by default (CONTRACT 7)',
+    'admits professionOID %s by default',
     async (oid) => {
       const { res } = await exchange(h, { telematikId: `1-P-${oid}`, professionOid: oid });
       expect(res.status).toBe(200);

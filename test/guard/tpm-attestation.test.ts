@@ -12,8 +12,9 @@ import { canonicalJwk, TestTpmClient } from '../helpers/tpm-client';
 import { decodePayload, exchange, fetchNonce, guardHarness, nowSec, type Harness } from './helpers/harness';
 
 /**
- * TPM registration with credential activation and the TPM posture at token exchange (CONTRACT 8,
- * issue 10 points 1-2), against a real swtpm driven by tpm2-tools: RSA and P-384 EKs.
+ * TPM registration with credential activation and the TPM posture at token exchange
+ * (docs/requirements.md#hardware-attestation), against a real swtpm driven by tpm2-tools: RSA and
+ * P-384 EKs.
  */
 let tpm: SoftwareTpm;
 let foreign: SoftwareTpm;

@@ -4,7 +4,7 @@ import { openTables, type Db } from '../../src/store';
 import { createTestContext } from '../helpers/context';
 
 /**
- * Issue 15, cold start: the guard's start-up rehearsal (signing key, body readers, the checks of a
+ * Cold start: the guard's start-up rehearsal (signing key, body readers, the checks of a
  * throwaway institution card) finishes without a warning whatever CARD_OCSP says, and stores
  * nothing but the signing key; opening the tables reads nothing. Runs on the store of its project.
  */

@@ -22,9 +22,10 @@ const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const JWT_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
 
 /**
- * CONTRACT 11: a service exchanges a workload token from a trusted issuer for an access token of
- * this guard. The issuer here is a real HTTP server on loopback serving its OpenID configuration
- * and JWKS (keys rotate during the test); a second Terminus app is the issuer of the last test.
+ * A service exchanges a workload token from a trusted issuer for an access token of this guard
+ * (docs/requirements.md#workload-token-exchange). The issuer here is a real HTTP server on loopback
+ * serving its OpenID configuration and JWKS (keys rotate during the test); a second Terminus app is
+ * the issuer of the last test.
  */
 class Issuer {
   readonly keys: { kid: string; privateKey: crypto.KeyObject | Awaited<ReturnType<typeof generateKeyPair>>['privateKey']; jwk: JWK }[] = [];

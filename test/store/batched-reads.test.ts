@@ -3,7 +3,7 @@ import { createTestContext } from '../helpers/context';
 import { statementRecorder } from '../helpers/statements';
 
 /**
- * Issue 15: read statements of one text asked for at the same moment run as one statement, and
+ * Read statements of one text asked for at the same moment run as one statement, and
  * each caller gets its own rows in its own order. On the store of the project (PostgreSQL, PGlite).
  */
 let ctx: Awaited<ReturnType<typeof createTestContext>>;

@@ -4,7 +4,7 @@ import { openDb, StoreUnavailable, type Db } from '../../src/store';
 import { createTestContext } from '../helpers/context';
 
 /**
- * Issue 16: a dropped PostgreSQL connection must not end the process (an unhandled 'error' event
+ * A dropped PostgreSQL connection must not end the process (an unhandled 'error' event
  * of the pool did, on every replica), and a database that cannot be reached answers 503 with
  * Retry-After (an OperationOutcome under /fhir, the guard's error object elsewhere), not 500.
  */

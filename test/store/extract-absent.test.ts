@@ -5,7 +5,7 @@ import { absent, extractIndexRows } from '../../src/store/search/extract';
 import { RESOURCE_TYPES, searchParams } from '../../src/store/search/parameters';
 
 /**
- * Issue 15: index extraction skips a search parameter whose path the resource's JSON shows empty,
+ * Index extraction skips a search parameter whose path the resource's JSON shows empty,
  * and walks plain paths member by member instead of evaluating them. Neither may change a row:
  * wherever `absent` says so, FHIRPath finds nothing, and a member step finds what FHIRPath finds.
  */

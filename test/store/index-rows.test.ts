@@ -6,7 +6,7 @@ import { parseSearch } from '../../src/fhir/search-request';
 import { createTestContext } from '../helpers/context';
 
 /**
- * Issue 15: a new version rewrites only the index rows that change. Rows are told apart by their
+ * A new version rewrites only the index rows that change. Rows are told apart by their
  * physical address (ctid): a row left in place keeps it, a rewritten one gets a new one.
  */
 describe('index rows of a new version', () => {

@@ -2,7 +2,7 @@ import net from 'node:net';
 import { openPglite } from '../../src/store/db';
 
 /**
- * Issue 15: the embedded store is one connection with one queue. Callers that keep it busy (32
+ * The embedded store is one connection with one queue. Callers that keep it busy (32
  * booking clients in a closed loop) must not keep a caller that comes later through the event
  * loop (a new HTTP connection, a timer) waiting until the queue runs dry: it joins the queue and
  * its turn comes after the units queued before it.

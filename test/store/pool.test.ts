@@ -7,7 +7,7 @@ import { createTestContext } from '../helpers/context';
 import { tcpRelay } from '../helpers/relay';
 
 /**
- * Issue 15: the PostgreSQL pool's size and idle timeout are settings (DB_POOL_SIZE,
+ * The PostgreSQL pool's size and idle timeout are settings (DB_POOL_SIZE,
  * DB_IDLE_TIMEOUT_SECONDS): at most that many connections, and idle ones kept that long, so a
  * burst after a quiet spell finds its connections open.
  */

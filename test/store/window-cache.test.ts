@@ -9,7 +9,7 @@ import { createTestContext } from '../helpers/context';
 import { statementRecorder } from '../helpers/statements';
 
 /**
- * Issue 15: the calendar window cache. Two applications on one store (two replicas); every write
+ * The calendar window cache. Two applications on one store (two replicas); every write
  * path (REST create, update and delete, transaction Bundle, $book, cancellation by PATCH, FHIRPath
  * Patch of a Slot, import, bulk load) changes what both answer at once, and a write rolled back
  * changes nothing. Runs on the store of its project (PostgreSQL, PGlite).

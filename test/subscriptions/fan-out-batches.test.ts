@@ -5,7 +5,7 @@ import { activeSubscription, book, CONFIRM, freshPatient, notificationEvents, Re
 const SUBSCRIBERS = 40;
 
 /**
- * One event to many subscribers (issue 15: the 1,000-subscriber fan-out): every subscriber gets
+ * One event to many subscribers (the 1,000-subscriber fan-out): every subscriber gets
  * its notification once, and the acknowledgements that arrive together are recorded together,
  * not one statement per endpoint.
  */

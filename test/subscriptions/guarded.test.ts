@@ -8,7 +8,8 @@ const OWNER = '1-SUB-PRACTICE';
 
 /**
  * The subscription workflow end to end through the enforcement point: DPoP-bound tokens of two
- * institutions and of the practice running the repository (CONTRACT section 4).
+ * institutions and of the practice running the repository
+ * (docs/requirements.md#identity-scopes-and-ownership).
  */
 describe('subscriptions behind the enforcement point', () => {
   let h: PepHarness;

@@ -6,9 +6,10 @@ import { guardedSubscriptions, notificationEvents, type Receiver, sleep, statusO
 const OWNER = '1-OWN-PRACTICE';
 
 /**
- * CONTRACT section 4 for what a repository owner creates: its Subscriptions and Appointments
- * belong to it (not to "everybody"), so another institution can neither see nor take them over;
- * an owner's Subscription still hears every institution's appointments.
+ * Ownership (docs/requirements.md#identity-scopes-and-ownership) of what a repository owner
+ * creates: its Subscriptions and Appointments belong to it (not to "everybody"), so another
+ * institution can neither see nor take them over; an owner's Subscription still hears every
+ * institution's appointments.
  */
 describe('resources created by a repository owner', () => {
   let h: PepHarness;
@@ -83,7 +84,7 @@ describe('resources created by a repository owner', () => {
     const id = booked.body.id as string;
     const moved = await call(h, b, 'PUT', `/Appointment/${id}`, { body: { ...booked.body, start: '2027-09-06T10:05:00Z' } });
     expect([moved.status, moved.body.issue?.[0]?.code]).toEqual([404, 'not-found']);
-    // Requestors may not delete appointments at all (CONTRACT section 4): the scope check comes first.
+    // Requestors may not delete appointments at all (no `d` in their Appointment scope): the scope check comes first.
     expect((await call(h, b, 'DELETE', `/Appointment/${id}`)).status).toBe(403);
 
     // The owner's subscription hears A's appointment being confirmed.

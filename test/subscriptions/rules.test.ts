@@ -118,7 +118,7 @@ describe('ISiKSubscriptionTermin rules (ISiK point 1, backport "components")', (
   });
 });
 
-describe('Subscriptions belong to the institution that created them (CONTRACT section 4)', () => {
+describe('Subscriptions belong to the institution that created them', () => {
   let f: SubscriptionFixture;
   let receiver: Receiver;
   let aSub: Subscription;

@@ -4,7 +4,7 @@ import { call, decodePayload, institution, pepHarness, type PepHarness } from '.
 import { logHash } from '../../../src/guard/pep/caller';
 
 /**
- * Issue 6 point 7 (ZETA Telemetrie, access-guard.md check 54): no Telematik-ID, professionOID or
+ * The access log (ZETA Telemetrie): no Telematik-ID, professionOID or
  * client_id in clear anywhere in the log, while each request line still names its client by a
  * stable hash.
  */

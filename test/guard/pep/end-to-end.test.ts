@@ -6,7 +6,7 @@ import { supertestTransport } from '../helpers/transport';
 import { decodePayload, nowSec, pepHarness, type PepHarness } from './helpers';
 
 /**
- * Issue 6, the story a practice system lives through, with the reference client library only:
+ * The story a practice system lives through, with the reference client library only:
  * discovery, registration, token exchange, slot search, `$book`, read back, refresh, book again.
  */
 describe('end to end through the guard', () => {

@@ -7,9 +7,10 @@ import { call, institution, pepHarness, type PepHarness } from './helpers';
 const OWNER = '1-PEP-PRACTICE';
 
 /**
- * Issue 6 point 3 end to end through the enforcement point: the Telematik-ID of the token owns
- * what it books; another institution finds nothing (404, absent from searches, includes, chains
- * and `_has`, patches and re-books); the institution itself and the repository owners see it.
+ * Ownership (docs/requirements.md#identity-scopes-and-ownership) end to end through the enforcement
+ * point: the Telematik-ID of the token owns what it books; another institution finds nothing (404,
+ * absent from searches, includes, chains and `_has`, patches and re-books); the institution itself
+ * and the repository owners see it.
  */
 describe('institution isolation', () => {
   let h: PepHarness;

@@ -13,7 +13,7 @@ function sign(header: Record<string, unknown>, payload: Record<string, unknown> 
 }
 
 /**
- * Issue 6 point 5: proof of patient presence on the routes that require it (POPP_REQUIRED_ROUTES),
+ * Proof of patient presence on the routes that require it (POPP_REQUIRED_ROUTES),
  * verified against the PoPP issuer's JWKS served by a real HTTP server on loopback.
  * access-guard.md section 3 checks 42 (PoPP part), 43, 44, 45, 46, 47.
  */

@@ -7,8 +7,8 @@ const STRICT_B64URL = /^[A-Za-z0-9_-]+$/;
 const json = (v: string | string[] | undefined) => JSON.parse(Buffer.from(String(v), 'base64url').toString('utf8')) as Record<string, unknown>;
 
 /**
- * Issue 6 point 4 in proxy mode (UPSTREAM_URL): what reaches a separate FHIR server, and what the
- * client sees of it. access-guard.md section 3 checks 40, 41, 42 (without PoPP; with PoPP in
+ * The enforcement point in proxy mode (UPSTREAM_URL): what reaches a separate FHIR server, and what
+ * the client sees of it. access-guard.md section 3 checks 40, 41, 42 (without PoPP; with PoPP in
  * popp.test.ts) and 50.
  */
 describe('proxy mode: forwarded identity headers, Forwarded, svc-cause', () => {

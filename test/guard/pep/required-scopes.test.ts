@@ -29,7 +29,7 @@ function nestedBatches(depth: number, innermost: unknown): unknown {
 
 const needsOf = (req: ReachRequest, runner: Runner = 'embedded') => requiredScopes(reachOf(req, route({ ...req, headers: {} }), OPERATIONS, runner)).join(' ');
 
-/** Issue 6 point 2, review holes 1 and 2: what reaches other types through the query or a Bundle needs their scopes too. */
+/** What reaches other types through the query or a Bundle needs their scopes too. */
 describe('required scopes of a request', () => {
   const table: [string, ReachRequest, string][] = [
     ['a plain search', get('/Slot?status=free'), 'system/Slot.s'],

@@ -4,7 +4,7 @@ import { call, institution, pepHarness, type PepHarness } from './helpers';
 
 const OWNER = '1-PEP-OWNER';
 
-/** Issue 6 point 2: every FHIR interaction needs its SMART v2 scope (CONTRACT section 4); without it 403 insufficient_scope. */
+/** Every FHIR interaction needs its SMART v2 scope (docs/requirements.md#identity-scopes-and-ownership); without it 403 insufficient_scope. */
 describe('scopes per interaction', () => {
   let h: PepHarness;
   let narrow: TestToken;
