@@ -44,7 +44,7 @@ function proofKeyIsTheBoundKey(proof: VerifiedDpopProof, token: AccessTokenPaylo
   if (proof.jkt !== token.cnf.jkt) throw new InvalidToken('the DPoP proof is signed with another key than the access token is bound to');
 }
 
-/** RFC 9449 §11.1 (ZETA check 38): each proof once within its validity, across replicas; `fresh` comes from request-ledger.ts. */
+/** RFC 9449 §11.1 : each proof once within its validity, across replicas; `fresh` comes from request-ledger.ts. */
 export function proofIsFresh(fresh: boolean): void {
   if (!fresh) throw new InvalidDpopProof('DPoP proof jti has been used before', { status: 401 });
 }
