@@ -5,7 +5,7 @@ import { bookingFixture, FHIR_JSON, freeSlot, put, type BookingFixture } from '.
 const stores: [string, boolean][] = [['PGlite', true]];
 if (process.env.DATABASE_URL) stores.push(['PostgreSQL', false]);
 
-/** The database itself refuses double bookings, whatever code writes (STACK.md, security.md 5.2). */
+/** The database itself refuses double bookings, whatever code writes (docs/requirements.md#booking-book). */
 describe.each(stores)('booking invariants in the database (%s)', (_name, pglite) => {
   let f: BookingFixture;
   beforeAll(async () => {

@@ -74,7 +74,7 @@ describe('retries', () => {
     expect(calls).toBe(1);
   });
 
-  test('a 404 re-runs discovery once (ZETA row 48)', async () => {
+  test('a 404 re-runs discovery once (A_28426)', async () => {
     let discoveries = 0;
     let first = true;
     const transport: HttpTransport = async (req) => {
@@ -100,7 +100,7 @@ test('the nonce endpoint from discovery is what the client uses', async () => {
 });
 
 describe('session upkeep', () => {
-  test('ensureAccessToken keeps a fresh token, refreshes a stale one, and re-attests when the refresh token expired (ZETA rows 14, 28)', async () => {
+  test('ensureAccessToken keeps a fresh token, refreshes a stale one, and re-attests when the refresh token expired', async () => {
     const { loggedInClient } = await import('../guard/helpers/harness');
     const { testCard } = await import('../guard/helpers/get-token');
     const card = testCard(h.ctx, { telematikId: '1-TEST-PRAXIS' });

@@ -13,8 +13,8 @@ const FHIR_JSON = 'application/fhir+json';
 type Row = [string, () => request.Test, number, string, string?];
 
 /**
- * Hostile and malformed input (security.md section 6): each gets its exact status and issue code
- * in an OperationOutcome, never a 500, and nothing stored changes.
+ * Hostile and malformed input (docs/requirements.md#robustness-aims): each gets its exact status
+ * and issue code in an OperationOutcome, never a 500, and nothing stored changes.
  */
 describe('hostile input', () => {
   let ctx: AppContext;

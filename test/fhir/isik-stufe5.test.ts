@@ -13,7 +13,7 @@ import { createTestContext } from '../helpers/context';
 
 /**
  * The read and search scenarios of the gematik ISiK Stufe 5 Terminplanung suite
- * (reference/scheduling.md 2.1: S5-1 to S5-6, S5-9, S5-10, S5-11) against our fixture Bundle,
+ * (S5-1 to S5-6, S5-9, S5-10, S5-11) against our fixture Bundle,
  * with the suite's URL shapes (`Type/?param`), XML where the suite asks for XML, and its
  * FHIRPath checks.
  */
