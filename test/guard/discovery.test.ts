@@ -13,7 +13,7 @@ beforeAll(async () => {
 afterAll(() => h.close());
 
 describe('RFC 8414 authorization-server metadata', () => {
-  test('names every guard endpoint under /svc/v1 (ZETA row 2)', async () => {
+  test('names every guard endpoint under /svc/v1', async () => {
     const res = await request(h.app).get('/.well-known/oauth-authorization-server');
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/application\/json/);
@@ -100,7 +100,7 @@ describe('RFC 8414 authorization-server metadata', () => {
     expect(docs.body.token).toBe(meta.token_endpoint);
   });
 
-  test('the jwks_uri answers the ES256 signing key with Cache-Control (ZETA row 2)', async () => {
+  test('the jwks_uri answers the ES256 signing key with Cache-Control', async () => {
     const meta = (await request(h.app).get('/.well-known/oauth-authorization-server')).body;
     const res = await request(h.app).get(new URL(meta.jwks_uri).pathname);
     expect(res.status).toBe(200);
@@ -113,7 +113,7 @@ describe('RFC 8414 authorization-server metadata', () => {
 });
 
 describe('RFC 9728 protected-resource metadata', () => {
-  test.each(['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/fhir'])('%s names the FHIR base and one AS (ZETA row 1)', async (path) => {
+  test.each(['/.well-known/oauth-protected-resource', '/.well-known/oauth-protected-resource/fhir'])('%s names the FHIR base and one AS (RFC 9728)', async (path) => {
     const res = await request(h.app).get(path);
     expect(res.status).toBe(200);
     expect(res.headers['cache-control']).toMatch(/^public, max-age=\d+$/);
@@ -131,7 +131,7 @@ describe('RFC 9728 protected-resource metadata', () => {
 });
 
 describe.each(['/.well-known/oauth-authorization-server', '/.well-known/oauth-protected-resource', '/svc/v1/jwks'])('caching of %s', (path) => {
-  test('a matching If-None-Match is 304 with an empty body and the same ETag (ZETA row 3)', async () => {
+  test('a matching If-None-Match is 304 with an empty body and the same ETag', async () => {
     const first = await request(h.app).get(path);
     const etag = first.headers.etag;
     expect(etag).toMatch(/^"[A-Za-z0-9_-]+"$/);
@@ -143,7 +143,7 @@ describe.each(['/.well-known/oauth-authorization-server', '/.well-known/oauth-pr
     expect(weak.status).toBe(304);
   });
 
-  test('an unknown If-None-Match is 200 with the same body and ETag (ZETA row 4)', async () => {
+  test('an unknown If-None-Match is 200 with the same body and ETag', async () => {
     const first = await request(h.app).get(path);
     const res = await request(h.app).get(path).set('If-None-Match', 'invalid-etag');
     expect(res.status).toBe(200);

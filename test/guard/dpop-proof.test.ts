@@ -5,8 +5,9 @@ import { generateEcKey, type EcKey } from '../../src/client/crypto';
 import { exchange, guardHarness, nowSec, rawJws, type ExchangeOverrides, type Harness } from './helpers/harness';
 
 /**
- * reference/security.md 1.2 at the token endpoint (Terminus AS column) and the ZETA UC06/UC10 DPoP
- * manipulations (access-guard.md section 3 row 18): each bad proof is 400 with the exact code.
+ * DPoP proofs at the token endpoint (docs/requirements.md#dpop-and-the-enforcement-point, RFC 9449
+ * §4.3) and the ZETA UC06/UC10 DPoP manipulations: each bad proof is 400 with the exact code. Case
+ * numbers (#1, #2, ...) are shared with the same cases at the resource (pep/dpop-resource.test.ts).
  */
 let h: Harness;
 let key: EcKey;

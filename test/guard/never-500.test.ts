@@ -87,9 +87,9 @@ describe('the embedded policy (unit)', () => {
   });
 
   test.each<[string, Parameters<typeof input>[0], string]>([
-    ['product_id unknown_product (ZETA row 8)', { product: ['unknown_product', '0.1.0'] }, 'Client product or version is not allowed'],
-    ['product_version 99.99.99 (ZETA row 8)', { product: ['terminus-client', '99.99.99'] }, 'Client product or version is not allowed'],
-    ['aud https://evil.example.com/api (ZETA row 8)', { aud: 'https://evil.example.com/api' }, 'One or more requested audiences are not allowed'],
+    ['product_id unknown_product', { product: ['unknown_product', '0.1.0'] }, 'Client product or version is not allowed'],
+    ['product_version 99.99.99', { product: ['terminus-client', '99.99.99'] }, 'Client product or version is not allowed'],
+    ['aud https://evil.example.com/api', { aud: 'https://evil.example.com/api' }, 'One or more requested audiences are not allowed'],
     ['a blocked user', { user: '1-BLOCKED' }, 'User is on the blocklist'],
     ['a blocked IP', { ip: '203.0.113.9' }, 'Source IP address is blocked'],
   ])('denies %s', (_n, o, reason) => {

@@ -14,7 +14,7 @@ afterAll(async () => {
   await a.close();
 });
 
-test('a nonce is 128 random bits, base64url, with expires_in 300 (ZETA row 9)', async () => {
+test('a nonce is 128 random bits, base64url, with expires_in 300 (A_28144)', async () => {
   const res = await request(a.app).get('/svc/v1/nonce');
   expect(res.status).toBe(200);
   expect(res.headers['cache-control']).toBe('no-store');
@@ -23,7 +23,7 @@ test('a nonce is 128 random bits, base64url, with expires_in 300 (ZETA row 9)', 
   expect(Buffer.from(res.body.nonce, 'base64url')).toHaveLength(16);
 });
 
-test('two nonces differ (ZETA row 10)', async () => {
+test('two nonces differ', async () => {
   const n1 = (await request(a.app).get('/svc/v1/nonce')).body.nonce;
   const n2 = (await request(a.app).get('/svc/v1/nonce')).body.nonce;
   expect(n1).not.toBe(n2);

@@ -53,7 +53,7 @@ beforeEach(() => {
   opa.answer = () => ({ body: { result: { allow: true, ttl: { access_token: 60, refresh_token: 120 } } } });
 });
 
-test('token lifetimes come from the decision (ZETA row 12)', async () => {
+test('token lifetimes come from the decision (A_28527)', async () => {
   const { res } = await exchange(h);
   expect(res.status).toBe(200);
   expect(res.body.expires_in).toBe(60);
@@ -62,7 +62,7 @@ test('token lifetimes come from the decision (ZETA row 12)', async () => {
   expect((at.exp as number) - (at.iat as number)).toBe(60);
 });
 
-test('the input carries the registration, the card identity, the posture and the client IP from Forwarded (ZETA rows 12, 13, 27)', async () => {
+test('the input carries the registration, the card identity, the posture and the client IP from Forwarded', async () => {
   const { res, client } = await exchange(h, { telematikId: '1-OPA-PRAXIS', headers: { Forwarded: 'for=198.51.100.60;proto=https' } });
   expect(res.status).toBe(200);
   expect(opa.inputs).toHaveLength(1);
@@ -92,7 +92,7 @@ test.each([
   ['reasons as an array', ['User profession is not allowed'], ['User profession is not allowed']],
   ['reasons as a map', { 'Client product or version is not allowed': true }, ['Client product or version is not allowed']],
   ['reasons as a string', 'One or more requested audiences are not allowed', ['One or more requested audiences are not allowed']],
-])('a deny with %s is 403 access_denied, reasons echoed, no tokens (ZETA rows 8, 27)', async (_n, reasons, expected) => {
+])('a deny with %s is 403 access_denied, reasons echoed, no tokens (A_25752-01)', async (_n, reasons, expected) => {
   opa.answer = () => ({ body: { result: { allow: false, reasons } } });
   const { res } = await exchange(h);
   expect(res.status).toBe(403);
@@ -133,7 +133,7 @@ test('fails closed when OPA is unreachable', async () => {
   }
 });
 
-test('refresh asks the policy again with the same identity (ZETA row 29); a deny is 403 access_denied (row 34)', async () => {
+test('refresh asks the policy again with the same identity; a deny is 403 access_denied', async () => {
   opa.answer = () => ({ body: { result: { allow: true } } });
   const c = await loggedInClient(h, { telematikId: '1-REFRESH-OPA' });
   opa.inputs.length = 0;

@@ -21,7 +21,7 @@ describe('with the default limits', () => {
     ['POST', '/svc/v1/register'],
     ['POST', '/svc/v1/token'],
     ['POST', '/svc/v1/revoke'],
-  ])('%s %s carries x-rate-limit-limit, -remaining and -reset (ZETA row 5)', async (method, path) => {
+  ])('%s %s carries x-rate-limit-limit, -remaining and -reset (A_26668-02)', async (method, path) => {
     // The window that counted the request ends after it was sent (not necessarily after the answer
     // arrived: on a busy machine the window may close in between).
     const sent = Date.now() / 1000;

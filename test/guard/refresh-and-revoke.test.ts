@@ -10,7 +10,7 @@ beforeAll(async () => {
 afterAll(() => h.close());
 
 describe('refresh', () => {
-  test('rotates: new access and refresh tokens, same sid, sub, client_id and cnf.jkt, new jti (ZETA rows 28, 30, 33)', async () => {
+  test('rotates: new access and refresh tokens, same sid, sub, client_id and cnf.jkt, new jti', async () => {
     const c = await loggedInClient(h);
     const before = c.tokens!;
     const res = await refreshWith(h, c);
@@ -32,7 +32,7 @@ describe('refresh', () => {
     expect(second.accessToken).toBeTruthy();
   });
 
-  test('reusing a rotated refresh token is 400 invalid_grant and revokes the whole family (ZETA row 31)', async () => {
+  test('reusing a rotated refresh token is 400 invalid_grant and revokes the whole family (RFC 9700 §4.14.2)', async () => {
     const c = await loggedInClient(h);
     const old = c.tokens!.refreshToken;
     const rotated = await refreshWith(h, c);
@@ -58,7 +58,7 @@ describe('refresh', () => {
     expect(winner.body.error).toBe('invalid_grant');
   });
 
-  test('a proof signed by another DPoP key is 400 invalid_grant (security.md #40; ZETA row 32 expects 401)', async () => {
+  test('a proof signed by another DPoP key is 400 invalid_grant, not 401', async () => {
     const c = await loggedInClient(h);
     const res = await refreshWith(h, c, { dpopKey: await generateEcKey() });
     expect(res.status).toBe(400);

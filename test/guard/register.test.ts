@@ -17,7 +17,7 @@ const body = (key: EcKey, extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-test('registers a software client: 201 with the registration record (ZETA row 6)', async () => {
+test('registers a software client: 201 with the registration record', async () => {
   const key = await generateEcKey();
   const res = await request(h.app).post('/svc/v1/register').send(body(key, { attestation_type: 'software', redirect_uris: ['https://app.example/oidc'] }));
   expect(res.status).toBe(201);

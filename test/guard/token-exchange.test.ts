@@ -16,7 +16,7 @@ beforeAll(async () => {
 afterAll(() => h.close());
 
 describe('a successful token exchange', () => {
-  test('answers a token response with a DPoP-bound ES256 at+jwt (ZETA rows 11, 17, 24)', async () => {
+  test('answers a token response with a DPoP-bound ES256 at+jwt (RFC 9068)', async () => {
     const { res, client, dpopKey } = await exchange(h, { telematikId: '1-TEST-PRAXIS', professionOid: '1.2.276.0.76.4.50' });
     expect(res.status).toBe(200);
     expect(res.headers['cache-control']).toBe('no-store');
@@ -197,8 +197,8 @@ describe('the client statement (software posture): ZETA UC06 expects 400', () =>
 
 describe('policy (embedded engine over policies/default.json)', () => {
   test.each<[string, ExchangeOverrides, string]>([
-    ['professionOID 1.2.276.0.76.4.999 (ZETA row 8)', { telematikId: '1-VET', professionOid: '1.2.276.0.76.4.999' }, 'User profession is not allowed'],
-    ['scope invalid_scope_xyz (ZETA row 8)', { form: { scope: 'invalid_scope_xyz' } }, 'One or more requested scopes are not allowed'],
+    ['professionOID 1.2.276.0.76.4.999', { telematikId: '1-VET', professionOid: '1.2.276.0.76.4.999' }, 'User profession is not allowed'],
+    ['scope invalid_scope_xyz', { form: { scope: 'invalid_scope_xyz' } }, 'One or more requested scopes are not allowed'],
     ['a requestor asking for system/*.cruds', { form: { scope: 'system/*.cruds' } }, 'One or more requested scopes are not allowed'],
   ])('denies %s with 403 access_denied and reasons', async (_n, o, reason) => {
     const { res } = await exchange(h, o);

@@ -3,9 +3,9 @@ import type { TestToken } from '../helpers/get-token';
 import { call, challenge, decodePayload, guardSigningKey, institution, nowSec, pepHarness, proofFor, type PepHarness } from './helpers';
 
 /**
- * access-guard.md section 3 check 35 (ZETA UC12): the access token re-signed with the guard's own
- * key, one thing changed each time; only the unchanged control passes. Plus the time checks with
- * the 60 s leeway and the verified-token cache.
+ * Access tokens at the resource (docs/requirements.md#dpop-and-the-enforcement-point, ZETA UC12):
+ * the access token re-signed with the guard's own key, one thing changed each time; only the
+ * unchanged control passes. Plus the time checks with the 60 s leeway and the verified-token cache.
  */
 describe('access tokens at the resource', () => {
   let h: PepHarness;

@@ -5,10 +5,11 @@ import { accessTokenHash } from '../../../src/guard/dpop/verify-dpop-proof';
 import { call, challenge, decodePayload, guardSigningKey, institution, nowSec, pepHarness, proofFor, rawJws, type CallOptions, type PepHarness } from './helpers';
 
 /**
- * reference/security.md 1.2, the resource-server column: every row with its exact status,
- * `error` and `WWW-Authenticate` (RFC 9449 §7.1). The target is an ordinary search.
+ * DPoP at the resource (docs/requirements.md#dpop-and-the-enforcement-point): every case with its
+ * exact status, `error` and `WWW-Authenticate` (RFC 9449 §7.1). The target is an ordinary search.
+ * Case numbers are shared with the same cases at the token endpoint in ../dpop-proof.test.ts.
  */
-describe('DPoP at the resource: security.md 1.2, resource-server column', () => {
+describe('DPoP at the resource', () => {
   let h: PepHarness;
   let t: TestToken;
   beforeAll(async () => {
@@ -81,11 +82,11 @@ describe('DPoP at the resource: security.md 1.2, resource-server column', () => 
     ['16 htu not a string', proof(() => signed(header(), claims({ htu: 1 }))), 401, 'invalid_dpop_proof', challenge('invalid_dpop_proof')],
     ['16 htu unparsable', proof(() => signed(header(), claims({ htu: 'not a url' }))), 401, 'invalid_dpop_proof', challenge('invalid_dpop_proof')],
     ['17 htu with a path appended', proof(() => signed(header(), claims({ htu: `${h.base}${PATH}/extra` }))), 401, 'invalid_dpop_proof', challenge('invalid_dpop_proof')],
-    ['17 htu of another origin (ZETA check 39)', proof(() => signed(header(), claims({ htu: 'https://wrong.url/resource' }))), 401, 'invalid_dpop_proof', challenge('invalid_dpop_proof')],
+    ['17 htu of another origin', proof(() => signed(header(), claims({ htu: 'https://wrong.url/resource' }))), 401, 'invalid_dpop_proof', challenge('invalid_dpop_proof')],
     ['22 iat missing', proof(() => signed(header(), without(claims(), 'iat'))), 401, 'invalid_dpop_proof', challenge('invalid_dpop_proof')],
     ['23 iat one hour ahead', proof(() => signed(header(), claims({ iat: nowSec(h) + 3600 }))), 401, 'invalid_dpop_proof', challenge('invalid_dpop_proof')],
     ['23 iat one hour ago', proof(() => signed(header(), claims({ iat: nowSec(h) - 3600 }))), 401, 'invalid_dpop_proof', challenge('invalid_dpop_proof')],
-    ['23 iat 1600000000 (ZETA check 39)', proof(() => signed(header(), claims({ iat: 1600000000 }))), 401, 'invalid_dpop_proof', challenge('invalid_dpop_proof')],
+    ['23 iat 1600000000', proof(() => signed(header(), claims({ iat: 1600000000 }))), 401, 'invalid_dpop_proof', challenge('invalid_dpop_proof')],
     ['28 ath missing', proof(() => signed(header(), without(claims(), 'ath'))), 401, 'invalid_dpop_proof', challenge('invalid_dpop_proof')],
     ['29 ath wrong', proof(() => signed(header(), claims({ ath: accessTokenHash('another token') }))), 401, 'invalid_dpop_proof', challenge('invalid_dpop_proof')],
     [
@@ -157,7 +158,7 @@ describe('DPoP at the resource: security.md 1.2, resource-server column', () => 
     expect(res.body.resourceType).toBe('Bundle');
   });
 
-  test('27 a replayed proof (same jti) is refused the second time (ZETA check 38)', async () => {
+  test('27 a replayed proof (same jti) is refused the second time (RFC 9449 §11.1)', async () => {
     const p = await proofFor(h, t.dpopKey, 'GET', PATH, t.accessToken);
     const first = await call(h, t, 'GET', PATH, { proof: p });
     expect(first.status).toBe(200);
@@ -178,7 +179,7 @@ describe('DPoP at the resource: security.md 1.2, resource-server column', () => 
     }
   });
 
-  test('check 49: a HEAD request with a valid proof passes the guard and is answered as a GET without body', async () => {
+  test('a HEAD request with a valid proof passes the guard and is answered as a GET without body', async () => {
     const res = await call(h, t, 'HEAD', '/Schedule/Schedule-1');
     expect(res.status).toBe(404);
     expect(res.headers['www-authenticate']).toBeUndefined();

@@ -15,7 +15,7 @@ import type { Db } from '../../../src/store/db';
 import { createTestContext, type TestClock } from '../../helpers/context';
 import { getTestToken, type TestToken, type TestTokenOptions } from '../helpers/get-token';
 
-/** Every test of the enforcement point runs with it on, behind a public HTTPS origin (default-port rows of security.md 1.2). */
+/** Every test of the enforcement point runs with it on, behind a public HTTPS origin (so an htu with the explicit default port :443 can be tested). */
 export const PEP_ENV = { GUARD_ENFORCEMENT: 'on', PUBLIC_URL: 'https://terminus.example' };
 
 export interface PepHarness {

@@ -15,7 +15,7 @@ function sign(header: Record<string, unknown>, payload: Record<string, unknown> 
 /**
  * Proof of patient presence on the routes that require it (POPP_REQUIRED_ROUTES),
  * verified against the PoPP issuer's JWKS served by a real HTTP server on loopback.
- * access-guard.md section 3 checks 42 (PoPP part), 43, 44, 45, 46, 47.
+ * docs/requirements.md#dpop-and-the-enforcement-point (PoPP).
  */
 describe('PoPP', () => {
   const issuerKey = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey;
@@ -59,7 +59,7 @@ describe('PoPP', () => {
   const popp = (extra: Record<string, unknown> = {}, header: Record<string, unknown> = {}, key = issuerKey) => sign({ typ: TYP, alg: 'ES256', kid: 'popp-1', ...header }, claims(extra), key);
   const last = () => upstream.requests[upstream.requests.length - 1];
 
-  test('check 43: a route that requires PoPP, called without one → 400', async () => {
+  test('a route that requires PoPP, called without one → 400', async () => {
     const res = await call(h, t, 'GET', '/Patient/p1');
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('invalid_request');
@@ -67,7 +67,7 @@ describe('PoPP', () => {
     expect(book.status).toBe(400);
   });
 
-  test('checks 46 and 42: a valid PoPP → 200; the JWKS was fetched; svc-popp-token-content is the payload verbatim within 450 bytes', async () => {
+  test('a valid PoPP → 200; the JWKS was fetched; svc-popp-token-content is the payload verbatim within 450 bytes', async () => {
     const token = popp();
     const res = await call(h, t, 'POST', '/Patient', { body: { resourceType: 'Patient' }, headers: { PoPP: token } });
     expect(res.status).toBe(200);
@@ -133,11 +133,11 @@ describe('PoPP', () => {
   });
 
   const refused: [string, () => string, string][] = [
-    ['check 44: iat=1701432000', () => popp({ iat: 1701432000 }), 'the PoPP iat is too old'],
-    ['check 44: patientProofTime=1701432000', () => popp({ patientProofTime: 1701432000 }), 'the PoPP patientProofTime is too old'],
-    ['check 44: actorId=evil_client', () => popp({ actorId: 'evil_client' }), 'the PoPP actorId is not the institution of the access token'],
-    ['check 45: signed with a foreign key, kid of the issuer', () => popp({}, {}, foreignKey), 'the PoPP signature does not verify'],
-    ['check 45: signed with a foreign key, its own jwk in the header', () => popp({}, { kid: 'attacker', jwk: { kty: 'EC' } }, foreignKey), 'the PoPP is not signed with a key of the PoPP issuer'],
+    ['iat=1701432000', () => popp({ iat: 1701432000 }), 'the PoPP iat is too old'],
+    ['patientProofTime=1701432000', () => popp({ patientProofTime: 1701432000 }), 'the PoPP patientProofTime is too old'],
+    ['actorId=evil_client', () => popp({ actorId: 'evil_client' }), 'the PoPP actorId is not the institution of the access token'],
+    ['signed with a foreign key, kid of the issuer', () => popp({}, {}, foreignKey), 'the PoPP signature does not verify'],
+    ['signed with a foreign key, its own jwk in the header', () => popp({}, { kid: 'attacker', jwk: { kty: 'EC' } }, foreignKey), 'the PoPP is not signed with a key of the PoPP issuer'],
     ['iat in the future', () => popp({ iat: nowSec(h) + 3600 }), 'the PoPP iat is in the future'],
     ['patientProofTime missing', () => popp({ patientProofTime: undefined }), 'the PoPP has no numeric patientProofTime'],
     ['typ JWT', () => popp({}, { typ: 'JWT' }), 'the PoPP typ must be vnd.telematik.popp+jwt'],
@@ -168,7 +168,7 @@ describe('PoPP', () => {
     expect(jwks.requests.length).toBe(before + 1);
   });
 
-  test('check 47: the issuer fails; the cached set serves for 24 h after the last good fetch, then nothing verifies (403)', async () => {
+  test('the issuer fails; the cached set serves for 24 h after the last good fetch, then nothing verifies (403)', async () => {
     jwksFailing = true;
     h.ctx.clock.advance(23 * 3600_000);
     t = await institution(h, { telematikId: '1-PEP-POPP' });

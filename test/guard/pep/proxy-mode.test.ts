@@ -8,8 +8,8 @@ const json = (v: string | string[] | undefined) => JSON.parse(Buffer.from(String
 
 /**
  * The enforcement point in proxy mode (UPSTREAM_URL): what reaches a separate FHIR server, and what
- * the client sees of it. access-guard.md section 3 checks 40, 41, 42 (without PoPP; with PoPP in
- * popp.test.ts) and 50.
+ * the client sees of it (docs/requirements.md#dpop-and-the-enforcement-point; the PoPP header in
+ * popp.test.ts).
  */
 describe('proxy mode: forwarded identity headers, Forwarded, svc-cause', () => {
   let upstream: LoopbackServer;
@@ -36,7 +36,7 @@ describe('proxy mode: forwarded identity headers, Forwarded, svc-cause', () => {
 
   const last = () => upstream.requests[upstream.requests.length - 1];
 
-  test('check 42: the upstream gets svc-user-info and svc-client-data (strict base64url, within 250 bytes, from the token), original headers kept, credentials not', async () => {
+  test('the upstream gets svc-user-info and svc-client-data (strict base64url, within 250 bytes, from the token), original headers kept, credentials not (A_26589-01, A_26590-02)', async () => {
     const res = await call(h, t, 'GET', '/Slot?status=free', { headers: { 'x-custom': 'kept', accept: 'application/fhir+json' } });
     expect(res.status).toBe(200);
     expect(res.headers['x-upstream']).toBe('yes');
@@ -63,7 +63,7 @@ describe('proxy mode: forwarded identity headers, Forwarded, svc-cause', () => {
     expect(up.headers['svc-popp-token-content']).toBeUndefined();
   });
 
-  test('check 41: client-sent svc-* headers are overwritten and Forwarded gets our element appended (RFC 7239)', async () => {
+  test('client-sent svc-* headers are overwritten (A_25669-01) and Forwarded gets our element appended (RFC 7239, A_28439)', async () => {
     const fake = Buffer.from(JSON.stringify({ identifier: 'FAKE', professionOID: 'FAKE', commonName: 'FAKE' })).toString('base64url');
     const res = await call(h, t, 'GET', '/Slot', {
       headers: { 'svc-user-info': fake, 'svc-client-data': fake, 'svc-popp-token-content': 'FAKE', forwarded: 'for=client;proto=http' },
@@ -77,13 +77,13 @@ describe('proxy mode: forwarded identity headers, Forwarded, svc-cause', () => {
     expect(up.headers.forwarded).toMatch(/^for=client;proto=http, for=[^;]+;host=terminus\.example;proto=https;by=_svc-pep$/);
   });
 
-  test('check 40: PoPP not required, a client-sent svc-popp-token-content and no PoPP: neither reaches the upstream', async () => {
+  test('PoPP not required, a client-sent svc-popp-token-content and no PoPP: neither reaches the upstream', async () => {
     await call(h, t, 'GET', '/Slot', { headers: { 'svc-popp-token-content': 'FAKE' } });
     expect(last().headers['svc-popp-token-content']).toBeUndefined();
     expect(last().headers.popp).toBeUndefined();
   });
 
-  test('check 50: an upstream 500 with svc-cause: Proxy becomes our 500 error object, without svc-cause or the upstream body', async () => {
+  test('an upstream 500 with svc-cause: Proxy becomes our 500 error object, without svc-cause or the upstream body (A_26974-01)', async () => {
     const res = await call(h, t, 'GET', '/Slot/proxy-error');
     expect(res.status).toBe(500);
     expect(res.body.error).toBe('server_error');
@@ -91,7 +91,7 @@ describe('proxy mode: forwarded identity headers, Forwarded, svc-cause', () => {
     expect(res.text).not.toContain('secret');
   });
 
-  test('other upstream statuses pass through unchanged (404 for the client\'s re-discovery, check 48)', async () => {
+  test('other upstream statuses pass through unchanged (404 for the client\'s re-discovery, A_28426)', async () => {
     const res = await call(h, t, 'GET', '/Slot/missing');
     expect(res.status).toBe(404);
   });

@@ -3,7 +3,7 @@ import { call, institution, pepHarness, proofFor, type PepHarness } from './help
 
 /**
  * Two app instances on one store (and one Redis when REDIS_URL is set), as the two replicas of
- * docker-compose.yml: a proof is single-use across both (RFC 9449 §11.1, ZETA check 38), and the
+ * docker-compose.yml: a proof is single-use across both (RFC 9449 §11.1), and the
  * per-client rate limit counts requests on either.
  */
 describe('two replicas sharing one store', () => {

@@ -7,8 +7,9 @@ import { JWT_BEARER } from '../helpers/harness';
 import { call, challenge, decodePayload, institution, nowSec, pepHarness, type PepHarness } from './helpers';
 
 /**
- * Revocation reaches access tokens (RFC 7009; security.md 3: the reuse branch revokes the family's
- * access tokens too): the enforcement point checks the token's `sid` against guard_session.
+ * Revocation reaches access tokens (RFC 7009; docs/requirements.md#refresh-and-revocation: reusing a
+ * refresh token revokes the family's access tokens too): the enforcement point checks the token's
+ * `sid` against guard_session.
  */
 let h: PepHarness;
 beforeAll(async () => {
