@@ -86,6 +86,9 @@ module.exports = {
       ]
     : [embedded],
   testTimeout: 180000,
-  maxWorkers: 2,
+  // CI (.ci/run) runs three files at a time on its 2 cores: many files wait on child processes,
+  // timers and the database, which leaves a third of the CPU idle with two.
+  maxWorkers: Number(process.env.TERMINUS_TEST_WORKERS) || 2,
+  testSequencer: '<rootDir>/test/slow-first-sequencer.js',
   reporters: ['default', '<rootDir>/test/summary-reporter.js', '<rootDir>/test/timings-reporter.js'],
 };
