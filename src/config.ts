@@ -66,6 +66,12 @@ export interface Config {
   /** LOG_FORMAT: `json` lines (default) or `pretty` for a terminal. */
   logFormat: 'json' | 'pretty';
   production: boolean;
+  /**
+   * TLS_CERT_FILE and TLS_KEY_FILE: PEM certificate (then its chain) and key; `serve` then speaks
+   * TLS 1.3 only and follows the files as they are replaced. Unset: plain HTTP, for a TLS
+   * terminator in front.
+   */
+  tls?: { certFile: string; keyFile: string; ocspStapling: boolean };
   /** Load demo calendars into an empty embedded store at start. */
   demoData: boolean;
   /** Separate upstream behind the enforcement proxy (proxy mode); unset: the embedded FHIR app. */
@@ -170,6 +176,12 @@ export function loadConfig(env: Env = process.env): Config {
     }
   }
   if (production && aslMode !== 'off' && !aslSignerCert) throw new ConfigError('ASL_SIGNER_CERT', 'must name the ASL signer certificate with NODE_ENV=production and ASL_MODE on');
+  const tls = parseTls(env);
+  // Health data never travels in clear: an https origin is served by this process's TLS or by a
+  // terminator in front that TRUST_PROXY names (docs/requirements.md#configuration).
+  if (production && publicUrl.startsWith('https:') && !tls && nonEmpty(env, 'TRUST_PROXY') === undefined) {
+    throw new ConfigError('PUBLIC_URL', 'is https, but this server speaks plain HTTP with NODE_ENV=production: set TLS_CERT_FILE and TLS_KEY_FILE, or TRUST_PROXY to the TLS terminator in front');
+  }
   return {
     port,
     host,
@@ -207,6 +219,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     logFormat,
     production,
+    tls,
     // Demo calendars are an embedded-mode convenience: on for `npm start` without DATABASE_URL,
     // off in production and against a real database unless asked for.
     demoData: parseBool(env, 'DEMO_DATA', env.NODE_ENV !== 'production' && !databaseUrl),
@@ -599,6 +612,19 @@ function parseBool(env: Env, name: string, dflt: boolean): boolean {
   if (/^(1|true|yes|on)$/i.test(v)) return true;
   if (/^(0|false|no|off)$/i.test(v)) return false;
   throw new ConfigError(name, `must be true or false, got "${v}"`);
+}
+
+/** TLS_CERT_FILE and TLS_KEY_FILE go together; TLS_OCSP_STAPLING needs them. The files are read when the server starts. */
+function parseTls(env: Env): Config['tls'] {
+  const certFile = existingFile(env, 'TLS_CERT_FILE');
+  const keyFile = existingFile(env, 'TLS_KEY_FILE');
+  const ocspStapling = parseBool(env, 'TLS_OCSP_STAPLING', false);
+  if ((certFile === undefined) !== (keyFile === undefined)) throw new ConfigError(certFile ? 'TLS_KEY_FILE' : 'TLS_CERT_FILE', 'TLS_CERT_FILE and TLS_KEY_FILE go together');
+  if (!certFile || !keyFile) {
+    if (ocspStapling) throw new ConfigError('TLS_OCSP_STAPLING', 'needs TLS_CERT_FILE and TLS_KEY_FILE (the certificate whose OCSP answer is stapled)');
+    return undefined;
+  }
+  return { certFile, keyFile, ocspStapling };
 }
 
 function existingFile(env: Env, name: string): string | undefined {

@@ -1,4 +1,5 @@
 import http from 'node:http';
+import https from 'node:https';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { AddressInfo } from 'node:net';
 import { composeTerminus, type Terminus } from './app';
@@ -13,11 +14,15 @@ import { metricsAddressIsFree, startMetricsListener } from './metrics-listener';
 import { withTimeout } from './server-lib/timeout';
 import { startWorkloadSocket, workloadSocketWanted } from './workload-socket';
 import { demoResources } from './demo';
+import { readTlsCredentials, serverTls, TlsFilesUnusable, type ServerTls } from './tls';
 
 export interface RunningServer {
   ctx: AppContext;
+  /** `https://…` when TLS_CERT_FILE is set, else `http://…`. */
   url: string;
-  http: http.Server;
+  http: http.Server | https.Server;
+  /** The server's TLS (the certificate files followed, the stapled OCSP answer), when it speaks TLS. */
+  tls?: ServerTls;
   /** The Prometheus listener (METRICS_PORT), unless switched off. */
   metricsUrl?: string;
   close(): Promise<void>;
@@ -145,10 +150,12 @@ export async function startServer(config: Config, ctx?: AppContext, options: Sta
   // start at once, before the store is opened and migrated (the guard loads the policy again when
   // it is composed; the listeners bind again once the app is ready).
   loadPolicyData(config.policyFile);
+  if (config.tls) tlsFilesServe(config.tls);
   await addressIsFree(config);
   await metricsAddressIsFree(config);
   const context = ctx ?? (await createContext(config));
-  let server: http.Server | undefined;
+  let server: http.Server | https.Server | undefined;
+  let tls: ServerTls | undefined;
   let metrics: http.Server | undefined;
   let socket: http.Server | undefined;
   let terminus: Terminus | undefined;
@@ -163,7 +170,9 @@ export async function startServer(config: Config, ctx?: AppContext, options: Sta
     await openTables(context.db);
     terminus = composeTerminus(context);
     await terminus.warmUp();
-    server = http.createServer(terminus.app);
+    tls = config.tls ? await startTls(config.tls, context) : undefined;
+    server = tls ? https.createServer(tls.options, terminus.app) : http.createServer(terminus.app);
+    tls?.attach(server as https.Server);
     answerClientErrors(server);
     await listen(server, config);
     metrics = await startMetricsListener(config, context);
@@ -172,6 +181,7 @@ export async function startServer(config: Config, ctx?: AppContext, options: Sta
     started = true;
     await terminus.start();
   } catch (err) {
+    tls?.stop();
     server?.close();
     metrics?.close();
     socket?.close();
@@ -182,16 +192,18 @@ export async function startServer(config: Config, ctx?: AppContext, options: Sta
   const listening = server;
   const running = terminus;
   const { port } = listening.address() as AddressInfo;
-  const url = `http://${config.host}:${port}`;
+  const url = `${tls ? 'https' : 'http'}://${config.host}:${port}`;
   const metricsAddress = metrics?.address() as AddressInfo | undefined;
   let closing: Promise<void> | undefined;
   return {
     ctx: context,
     url,
     http: listening,
+    tls,
     metricsUrl: metricsAddress ? `http://${config.metricsHost}:${metricsAddress.port}/metrics` : undefined,
     close() {
       closing ??= (async () => {
+        tls?.stop();
         socket?.close();
         metrics?.close();
         metrics?.closeAllConnections();
@@ -210,6 +222,22 @@ export async function startServer(config: Config, ctx?: AppContext, options: Sta
 }
 
 const SHUTDOWN_STEP_MS = 5000;
+
+/** TLS files that cannot serve stop the start, naming the variable, before the store is opened. */
+function tlsFilesServe(settings: NonNullable<Config['tls']>): void {
+  try {
+    readTlsCredentials(settings.certFile, settings.keyFile);
+  } catch (err) {
+    if (err instanceof TlsFilesUnusable) throw new ConfigError(err.variable, err.message);
+    throw err;
+  }
+}
+
+/** The TLS files as the server starts, and the first OCSP answer (fetched before the server listens). */
+async function startTls(settings: NonNullable<Config['tls']>, ctx: AppContext): Promise<ServerTls> {
+  tlsFilesServe(settings);
+  return serverTls(settings, ctx.logger, ctx.now);
+}
 
 /** Closes the store and drops Redis (disconnect, not quit: quit waits for a Redis that may be gone). */
 async function closeContext(ctx: AppContext): Promise<void> {
@@ -268,7 +296,7 @@ function errorText(err: unknown): string {
  * instead of Node's bare status line (coded errors, SVC-API-Version everywhere).
  * A search too long for a URL belongs in `POST [type]/_search`.
  */
-export function answerClientErrors(server: http.Server): void {
+export function answerClientErrors(server: http.Server | https.Server): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     if (err.code === 'ECONNRESET' || !socket.writable) return void socket.destroy();
     const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';

@@ -40,6 +40,7 @@ const STORE_FREE = [
   'test/store/retried-transaction.test.ts',
   'test/subscriptions/group-commit.test.ts',
   'test/subscriptions/rest-hook.test.ts',
+  'test/tls/server-tls.test.ts',
 ];
 
 /** Read DATABASE_URL, never REDIS_URL: `postgres-no-redis` would run them exactly as `postgres` does. */

@@ -17,6 +17,10 @@ export class TlsPki {
     return this.file('pem');
   }
 
+  get caKey(): string {
+    return this.file('key');
+  }
+
   private file(ext: string, base = this.name): string {
     return path.join(this.dir, `${base}.${ext}`);
   }
@@ -26,10 +30,11 @@ export class TlsPki {
   }
 
   /** Issues a certificate; returns the paths of its PEM and key. */
-  issue(cn: string, o: { server?: boolean; san?: string } = {}): { cert: string; key: string } {
+  issue(cn: string, o: { server?: boolean; san?: string; ocspUrl?: string } = {}): { cert: string; key: string } {
     const base = `${this.name}-${cn}`;
     const ext = path.join(this.dir, `${base}.ext`);
-    fs.writeFileSync(ext, o.server ? `subjectAltName=${o.san ?? 'DNS:localhost,IP:127.0.0.1'}\nextendedKeyUsage=serverAuth\n` : 'extendedKeyUsage=clientAuth\n');
+    const aia = o.ocspUrl ? `authorityInfoAccess=OCSP;URI:${o.ocspUrl}\n` : '';
+    fs.writeFileSync(ext, (o.server ? `subjectAltName=${o.san ?? 'DNS:localhost,IP:127.0.0.1'}\nextendedKeyUsage=serverAuth\n` : 'extendedKeyUsage=clientAuth\n') + aia);
     this.openssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', this.file('key', base), '-out', this.file('csr', base), '-subj', `/CN=${cn}`]);
     this.openssl(['x509', '-req', '-in', this.file('csr', base), '-CA', this.caPem, '-CAkey', this.file('key'), '-CAcreateserial', '-out', this.file('pem', base), '-days', '2', '-extfile', ext]);
     return { cert: this.file('pem', base), key: this.file('key', base) };
