@@ -11,6 +11,7 @@ import { createDevPki, writeDevPki } from '../src/guard/pki/dev-pki';
 import { freePort } from './helpers/swtpm';
 import { tcpRelay, type TcpRelay } from './helpers/relay';
 import { CANCEL, notificationEvents, Receiver, sleep, statusOf, subscription } from './subscriptions/helpers';
+import { entryArgs } from './helpers/entry';
 
 /**
  * Faults under load: `terminus serve` on PostgreSQL and Redis, each reached through a
@@ -85,7 +86,7 @@ describeFaults('faults under a 64-client load', () => {
     writeDevPki(path.join(dir, 'pki'), createDevPki());
     const port = await freePort();
     origin = `http://127.0.0.1:${port}`;
-    server = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, '..', 'src', 'main.ts'), 'serve'], {
+    server = spawn(process.execPath, [...entryArgs(path.join(__dirname, '..', 'src', 'main.ts')), 'serve'], {
       env: {
         PATH: process.env.PATH,
         HOST: '127.0.0.1',

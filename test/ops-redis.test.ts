@@ -8,6 +8,7 @@ import pino from 'pino';
 import { connectRedis } from '../src/server';
 import { tcpRelay, type TcpRelay } from './helpers/relay';
 import { listeningUrl } from './helpers/serve';
+import { entryArgs } from './helpers/entry';
 
 /**
  * Redis going away under a running server (REDIS_URL through a TCP relay the test cuts): /readyz
@@ -27,7 +28,7 @@ describeWithRedis('a running server when Redis goes away', () => {
   beforeAll(async () => {
     relay = await tcpRelay(redisUrl as string, 6379);
     const { port } = relay;
-    server = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, '..', 'src', 'main.ts'), 'serve'], {
+    server = spawn(process.execPath, [...entryArgs(path.join(__dirname, '..', 'src', 'main.ts')), 'serve'], {
       env: { PATH: process.env.PATH, PORT: '0', METRICS_PORT: '0', DATA_DIR: dataDir, DEMO_DATA: 'false', LOG_LEVEL: 'info', REDIS_URL: `redis://127.0.0.1:${port}` },
       stdio: ['ignore', 'pipe', 'ignore'],
     });

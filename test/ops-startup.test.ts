@@ -4,6 +4,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { entryArgs } from './helpers/entry';
 
 /**
  * Configuration (docs/requirements.md#configuration) as an operator meets it: `terminus serve` with
@@ -16,7 +17,7 @@ const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-ops-'));
 const BASE_ENV = { PATH: process.env.PATH, LOG_LEVEL: 'silent', DATA_DIR: dataDir, DEMO_DATA: 'false', PORT: '0', METRICS_PORT: '0' };
 
 function terminus(args: string[], env: Record<string, string | undefined>) {
-  return run(process.execPath, ['--import', 'tsx', MAIN, ...args], { env: { ...BASE_ENV, ...env }, timeout: 90_000 }).then(
+  return run(process.execPath, [...entryArgs(MAIN), ...args], { env: { ...BASE_ENV, ...env }, timeout: 90_000 }).then(
     (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
     (e: { code: number | null; signal?: string; stdout: string; stderr: string }) => ({ code: e.code ?? e.signal, stdout: e.stdout, stderr: e.stderr }),
   );
@@ -89,7 +90,7 @@ describe('serve with a bad setting stops with one line naming the variable', () 
 
 describe('one process at a time on the embedded DATA_DIR', () => {
   test('import and migrate refuse a DATA_DIR a running server holds; SIGTERM releases it', async () => {
-    const server = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve'], { env: { ...BASE_ENV, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const server = spawn(process.execPath, [...entryArgs(MAIN), 'serve'], { env: { ...BASE_ENV, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
     try {
       await listening(server);
       const expected = `terminus: DATA_DIR: ${dataDir} is in use by process ${server.pid}`;
@@ -108,7 +109,7 @@ describe('one process at a time on the embedded DATA_DIR', () => {
   }, 120_000);
 
   test('LOG_FORMAT=pretty writes readable lines, not JSON', async () => {
-    const server = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve'], { env: { ...BASE_ENV, LOG_LEVEL: 'info', LOG_FORMAT: 'pretty' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const server = spawn(process.execPath, [...entryArgs(MAIN), 'serve'], { env: { ...BASE_ENV, LOG_LEVEL: 'info', LOG_FORMAT: 'pretty' }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     server.stdout?.on('data', (c: Buffer) => (out += c.toString()));
     try {

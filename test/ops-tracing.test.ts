@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Pool } from 'pg';
 import { listeningUrl } from './helpers/serve';
+import { entryArgs } from './helpers/entry';
 
 /**
  * Tracing (docs/requirements.md#practice-page-and-operations): `terminus serve` with the standard
@@ -54,7 +55,7 @@ describeTracing('OpenTelemetry traces', () => {
     await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
     const dbUrl = new URL(pgUrl as string);
     dbUrl.pathname = `/${database}`;
-    server = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, '..', 'src', 'main.ts'), 'serve'], {
+    server = spawn(process.execPath, [...entryArgs(path.join(__dirname, '..', 'src', 'main.ts')), 'serve'], {
       env: {
         PATH: process.env.PATH,
         PORT: '0',

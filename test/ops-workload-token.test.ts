@@ -5,6 +5,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JWK } from 'jose';
 import { listeningUrl } from './helpers/serve';
+import { entryArgs } from './helpers/entry';
 
 /**
  * `terminus workload-token` as an operator runs it beside `npm start` (docs/requirements.md, Workload token exchange: this guard as
@@ -20,7 +21,7 @@ const BASE_ENV = { PATH: process.env.PATH, DATA_DIR: dataDir, DEMO_DATA: 'false'
 const socket = path.join(dataDir, 'terminus.sock');
 
 function terminus(args: string[], env: Record<string, string> = {}) {
-  return run(process.execPath, ['--import', 'tsx', MAIN, ...args], { env: { ...BASE_ENV, LOG_LEVEL: 'silent', ...env }, timeout: 90_000 }).then(
+  return run(process.execPath, [...entryArgs(MAIN), ...args], { env: { ...BASE_ENV, LOG_LEVEL: 'silent', ...env }, timeout: 90_000 }).then(
     (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
     (e: { code: number | null; signal?: string; stdout: string; stderr: string }) => ({ code: e.code ?? e.signal, stdout: e.stdout, stderr: e.stderr }),
   );
@@ -34,7 +35,7 @@ describe('beside a running terminus serve on the embedded store', () => {
   const jwks = async () => ((await (await fetch(`${url}/svc/v1/jwks`)).json()) as { keys: JWK[] }).keys;
 
   beforeAll(async () => {
-    server = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve'], { env: { ...BASE_ENV, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    server = spawn(process.execPath, [...entryArgs(MAIN), 'serve'], { env: { ...BASE_ENV, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
     url = await listeningUrl(server);
   }, 120_000);
 

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { loadConfig } from '../src/config';
 import { startServer } from '../src/server';
+import { entryArgs } from './helpers/entry';
 
 const run = promisify(execFile);
 
@@ -63,7 +64,7 @@ describe('terminus CLI', () => {
   // The embedded store only, whatever the project's environment holds (test/store-env.js).
   const env = { PATH: process.env.PATH, DATA_DIR: dataDir, LOG_LEVEL: 'silent' };
   const main = path.join(__dirname, '..', 'src', 'main.ts');
-  const tsx = ['--import', 'tsx', main];
+  const tsx = entryArgs(main);
 
   test('import loads the ISiK fixture keeping ids; a bad file stores nothing', async () => {
     const fixture = path.join(__dirname, '..', 'fixtures', 'isik-stufe5.json');

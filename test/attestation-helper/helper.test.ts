@@ -19,6 +19,7 @@ import { startServer } from '../../src/server';
 import { createTestContext } from '../helpers/context';
 import { freePort, startSoftwareTpm, type SoftwareTpm } from '../helpers/swtpm';
 import { TlsPki } from '../helpers/tls-pki';
+import { entryArgs } from '../helpers/entry';
 
 /** The gRPC attestation helper (docs/requirements.md#attestation-helper-grpc) on a real swtpm over real mutual TLS: every row of its table. */
 let tpm: SoftwareTpm;
@@ -146,7 +147,7 @@ test('terminus-client login --attestation tpm --helper: registration through the
     const out = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
       execFile(
         process.execPath,
-        ['--import', 'tsx', 'src/client/cli.ts', 'login', '--server', `http://127.0.0.1:${port}`, '--card', path.join(dir, 'pki', 'card-p256.pem'), '--key', path.join(dir, 'pki', 'card-p256.key.pem'),
+        [...entryArgs('src/client/cli.ts'), 'login', '--server', `http://127.0.0.1:${port}`, '--card', path.join(dir, 'pki', 'card-p256.pem'), '--key', path.join(dir, 'pki', 'card-p256.key.pem'),
           '--attestation', 'tpm', '--helper', helper!.address.replace('127.0.0.1', 'localhost'), '--helper-ca', pki.caPem, '--helper-cert', client.cert, '--helper-key', client.key],
         { env: { ...process.env, NODE_OPTIONS: '', TERMINUS_CLIENT_HOME: path.join(dir, 'cli-home'), TERMINUS_CLIENT_PASSWORD: 'helper-test-passphrase' } },
         (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
@@ -191,7 +192,7 @@ test('BASELINE_MISMATCH (OK) when PCR 23 changed behind the helper; UNAVAILABLE 
 });
 
 test('terminus-client attestation-helper: the bin serves the helper until SIGTERM', async () => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/client/cli.ts', 'attestation-helper', '--listen', '127.0.0.1:0', '--tls-cert', server.cert, '--tls-key', server.key, '--tls-client-ca', pki.caPem, '--allowed-client-cn', 'svc-client', '--state-dir', path.join(dir, 'cli-state')], {
+  const child = spawn(process.execPath, [...entryArgs('src/client/cli.ts'), 'attestation-helper', '--listen', '127.0.0.1:0', '--tls-cert', server.cert, '--tls-key', server.key, '--tls-client-ca', pki.caPem, '--allowed-client-cn', 'svc-client', '--state-dir', path.join(dir, 'cli-state')], {
     env: { ...process.env, TPM2TOOLS_TCTI: tpm.tcti, NODE_OPTIONS: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

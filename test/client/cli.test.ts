@@ -10,6 +10,7 @@ import { createDevPki, writeDevPki } from '../../src/guard/pki/dev-pki';
 import { startServer, type RunningServer } from '../../src/server';
 import { createTestContext } from '../helpers/context';
 import { freePort } from '../helpers/swtpm';
+import { entryArgs } from '../helpers/entry';
 
 /**
  * The reference client's CLI (docs/requirements.md#reference-client-and-sdk) as a child process
@@ -74,7 +75,7 @@ function cli(args: string[], o: { password?: string; home?: string } = {}): Prom
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/client/cli.ts', ...args],
+      [...entryArgs('src/client/cli.ts'), ...args],
       { env: { ...process.env, NODE_OPTIONS: '', TERMINUS_CLIENT_HOME: o.home ?? home, TERMINUS_CLIENT_PASSWORD: o.password ?? PASSWORD }, timeout: 120_000 },
       (err, stdout, stderr) => {
         let json: unknown;

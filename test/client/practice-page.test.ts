@@ -16,6 +16,7 @@ import { projectPath } from '../../src/server-lib/paths';
 import { Receiver, sleep, subscription } from '../subscriptions/helpers';
 import { createTestContext } from '../helpers/context';
 import { freePort } from '../helpers/swtpm';
+import { entryArgs } from '../helpers/entry';
 
 /**
  * The practice's page in a real Chromium: `terminus-client ui` as a child process in front of a
@@ -57,7 +58,7 @@ interface UiProcess {
 const uis: UiProcess[] = [];
 
 async function startUi(at: string, home: string, args: string[] = [], env: Record<string, string> = {}): Promise<UiProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/client/cli.ts', 'ui', '--server', at, '--card', path.join(dir, 'pki', 'card-p256.pem'), '--key', path.join(dir, 'pki', 'card-p256.key.pem'), ...args], {
+  const child = spawn(process.execPath, [...entryArgs('src/client/cli.ts'), 'ui', '--server', at, '--card', path.join(dir, 'pki', 'card-p256.pem'), '--key', path.join(dir, 'pki', 'card-p256.key.pem'), ...args], {
     env: { ...process.env, NODE_OPTIONS: '', TERMINUS_CLIENT_HOME: home, TERMINUS_CLIENT_PASSWORD: PASSWORD, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -8,6 +8,7 @@ import { createDevPki, writeDevPki } from '../../src/guard/pki/dev-pki';
 import { startServer, type RunningServer } from '../../src/server';
 import { createTestContext } from '../helpers/context';
 import { freePort } from '../helpers/swtpm';
+import { entryArgs } from '../helpers/entry';
 
 /**
  * Both reference clients send bodies through the additional security layer to a real server on
@@ -95,7 +96,7 @@ function cli(args: string[]): Promise<Run> {
   return new Promise((resolve) => {
     const child = execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/client/cli.ts', ...args, '--asl'],
+      [...entryArgs('src/client/cli.ts'), ...args, '--asl'],
       { env: { ...process.env, NODE_OPTIONS: '', TERMINUS_CLIENT_HOME: path.join(dir, 'cli-home'), TERMINUS_CLIENT_PASSWORD: PASSWORD }, timeout: 120_000 },
       (err, stdout, stderr) => {
         children.delete(child);

@@ -17,6 +17,7 @@ import { startServer } from '../../src/server';
 import { createTestContext } from '../helpers/context';
 import { call, pepHarness, type PepHarness } from './pep/helpers';
 import type { TestToken } from './helpers/get-token';
+import { entryArgs } from '../helpers/entry';
 
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const JWT_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
@@ -144,7 +145,7 @@ describe('workload token exchange', () => {
   test('`terminus workload-token` prints a token of this guard for another guard', () => {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'workload-cli-'));
     try {
-      const out = spawnSync(process.execPath, ['--import', 'tsx', path.join(__dirname, '..', '..', 'src', 'main.ts'), 'workload-token', '--sub', 'reporting', '--aud', 'https://b.example/svc/v1/token', '--ttl', '120'], {
+      const out = spawnSync(process.execPath, [...entryArgs(path.join(__dirname, '..', '..', 'src', 'main.ts')), 'workload-token', '--sub', 'reporting', '--aud', 'https://b.example/svc/v1/token', '--ttl', '120'], {
         env: { PATH: process.env.PATH, DATA_DIR: dataDir, PUBLIC_URL: 'https://a.example', LOG_LEVEL: 'silent' },
         encoding: 'utf8',
       });
@@ -153,7 +154,7 @@ describe('workload token exchange', () => {
       expect(header).toMatchObject({ alg: 'ES256', typ: 'JWT', kid: expect.any(String) });
       expect(payload).toMatchObject({ iss: 'https://a.example', sub: 'reporting', aud: 'https://b.example/svc/v1/token', jti: expect.any(String) });
       expect(payload.exp - payload.iat).toBe(120);
-      const bad = spawnSync(process.execPath, ['--import', 'tsx', path.join(__dirname, '..', '..', 'src', 'main.ts'), 'workload-token', '--sub', 'reporting'], { env: { PATH: process.env.PATH, DATA_DIR: dataDir }, encoding: 'utf8' });
+      const bad = spawnSync(process.execPath, [...entryArgs(path.join(__dirname, '..', '..', 'src', 'main.ts')), 'workload-token', '--sub', 'reporting'], { env: { PATH: process.env.PATH, DATA_DIR: dataDir }, encoding: 'utf8' });
       expect(bad.status).toBe(2);
       expect(bad.stderr).toMatch(/--aud/);
     } finally {
@@ -306,7 +307,7 @@ describe('this guard as the workload issuer: the key its tokens are signed with'
       const before = await jwks();
       const r = await promisify(execFile)(
         process.execPath,
-        ['--import', 'tsx', path.join(__dirname, '..', '..', 'src', 'main.ts'), 'workload-token', '--sub', 'reporting', '--aud', request_.aud[0]],
+        [...entryArgs(path.join(__dirname, '..', '..', 'src', 'main.ts')), 'workload-token', '--sub', 'reporting', '--aud', request_.aud[0]],
         { env: { PATH: process.env.PATH, DATA_DIR: dataDir, DATABASE_URL: process.env.DATABASE_URL, LOG_LEVEL: 'silent' }, timeout: 90_000 },
       );
       expect(r.stderr).toBe('');
