@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -37,11 +38,26 @@ test('deploy/make-env .env writes the file itself, mode 600, with fresh secrets'
     GUARD_KEY_SECRET: expect.stringMatching(/^[A-Za-z0-9+/]{43}=$/),
     POSTGRES_PASSWORD: expect.stringMatching(/^[0-9a-f]{48}$/),
     REPOSITORY_OWNERS: '1-20-ARZTPRAXIS-ABC',
-    PUBLIC_URL: 'http://localhost:8080',
+    PUBLIC_URL: 'https://localhost',
     SMTP_URL: 'smtp://mail.example.org:587',
   });
-  // Nothing else is left beside it (the temporary file it was written to).
-  expect(fs.readdirSync(dir)).toEqual(['.env']);
+  // Nothing else is left beside it (the temporary file it was written to) but the development certificate.
+  expect(fs.readdirSync(dir).sort()).toEqual(['.env', 'deploy']);
+});
+
+test('a development certificate for localhost, once: its chain verifies, its key is private, a second run keeps it', () => {
+  const tls = path.join(dir, 'deploy', 'tls');
+  expect(fs.readdirSync(tls).sort()).toEqual(['chain.pem', 'dev-ca.pem', 'tls.crt', 'tls.key']);
+  expect(mode(path.join(tls, 'tls.key'))).toBe(0o600);
+  const [leaf, ca] = fs.readFileSync(path.join(tls, 'tls.crt'), 'utf8').match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g)!.map((p) => new crypto.X509Certificate(p));
+  expect(leaf.checkHost('localhost')).toBe('localhost');
+  expect(leaf.checkIP('127.0.0.1')).toBe('127.0.0.1');
+  expect(leaf.verify(ca.publicKey)).toBe(true);
+  expect(leaf.checkPrivateKey(crypto.createPrivateKey(fs.readFileSync(path.join(tls, 'tls.key'))))).toBe(true);
+  expect(fs.readFileSync(path.join(tls, 'dev-ca.pem'), 'utf8')).toBe(fs.readFileSync(path.join(tls, 'chain.pem'), 'utf8'));
+  const before = fs.readFileSync(path.join(tls, 'tls.crt'), 'utf8');
+  expect(makeEnv(['--force', '.env']).code).toBe(0);
+  expect(fs.readFileSync(path.join(tls, 'tls.crt'), 'utf8')).toBe(before);
 });
 
 test('an existing file is kept; --force replaces it, still mode 600', () => {

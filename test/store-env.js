@@ -22,6 +22,7 @@ const STORE_FREE = [
   'test/config.test.ts',
   'test/demo/demo.test.ts',
   'test/deploy-make-env.test.ts',
+  'test/deploy-nginx.test.ts',
   'test/fhir/formats.test.ts',
   'test/fhir/operation-parameters.test.ts',
   'test/fhir/shared-answers.test.ts',
