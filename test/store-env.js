@@ -18,6 +18,7 @@ const STORE_FREE = [
   'test/client/key-store.test.ts',
   'test/client/own-bins.test.ts',
   'test/client/practice-page-parts.test.ts',
+  'test/client/server-tls.test.ts',
   'test/client/practice-page-modules.test.ts',
   'test/config.test.ts',
   'test/demo/demo.test.ts',

@@ -5,6 +5,8 @@ import { bookParameters, withScheduleCodes, type BookableSlot } from './book-req
 import { GuardClient, GuardClientError } from './guard-client';
 import { KeyStore, KeyStoreError } from './key-store';
 import { ClientInputError } from './pem-files';
+import { requireSecureOrigin, serverFetch, type ServerTrust } from './server-tls';
+import { fetchTransport } from './transport';
 import { ClientSession, LoggedOut, type HelperSettings } from './session';
 import { runStress, SCENARIOS } from './stress';
 import { bundleSummary, resourceLine, summary } from './summary';
@@ -55,6 +57,8 @@ interface SessionOptions {
   asl?: boolean;
   aslProd?: boolean;
   json?: boolean;
+  ca?: string;
+  requireOcsp?: boolean;
 }
 
 /**
@@ -100,7 +104,7 @@ function originHint(err: Refused | GuardClientError, session: ClientSession, sto
 }
 
 /** The server (given or last used) with its card, key and helper (given now or remembered; remembered from now on). */
-function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolean): { server: string; card: string; key: string; helper?: HelperSettings; asl?: boolean; aslProduction?: boolean } {
+function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolean): { server: string; card: string; key: string; helper?: HelperSettings; asl?: boolean; aslProduction?: boolean; trust: ServerTrust } {
   const server = o.server ?? store.data.lastServer;
   if (!server) throw new LocalError('no server known yet: pass --server URL');
   let origin: string;
@@ -109,7 +113,9 @@ function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolea
   } catch {
     throw new LocalError(`--server ${server} is not a URL`);
   }
+  secureOrigin(origin);
   const remembered = store.server(origin) as Record<string, unknown>;
+  const trust = serverTrust(o, remembered);
   // Remembered as absolute paths: a later command may run in another folder.
   const card = absolute(o.card) ?? (remembered.cardFile as string | undefined);
   const key = absolute(o.key) ?? (remembered.keyFile as string | undefined);
@@ -118,7 +124,7 @@ function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolea
   if (card) remembered.cardFile = card;
   if (key) remembered.keyFile = key;
   remembered.helper = helper;
-  return { server: origin, card: card ?? '', key: key ?? '', helper, ...(o.asl || o.aslProd ? { asl: true } : {}), ...(o.aslProd ? { aslProduction: true } : {}) };
+  return { server: origin, card: card ?? '', key: key ?? '', helper, trust, ...(o.asl || o.aslProd ? { asl: true } : {}), ...(o.aslProd ? { aslProduction: true } : {}) };
 }
 
 /**
@@ -154,6 +160,37 @@ async function servePracticePage(io: CliIo, o: SessionOptions & { port: number; 
   }
 }
 
+/** Plain http to loopback only (a local error, exit 2). */
+function secureOrigin(server: string): void {
+  try {
+    requireSecureOrigin(server);
+  } catch (err) {
+    throw new LocalError(`--server ${(err as Error).message}`);
+  }
+}
+
+/**
+ * The server's TLS trust: `--ca FILE` (remembered with the server from then on), else
+ * TERMINUS_CLIENT_CA, else the CA remembered; `--require-ocsp` likewise remembered. Without a CA,
+ * Node's public store.
+ */
+function serverTrust(o: SessionOptions, remembered: Record<string, unknown>): ServerTrust {
+  if (o.ca !== undefined) remembered.caFile = absolute(o.ca);
+  if (o.requireOcsp) remembered.requireOcsp = true;
+  const caFile = o.ca !== undefined ? absolute(o.ca) : (process.env.TERMINUS_CLIENT_CA ?? (remembered.caFile as string | undefined));
+  let ca: string | undefined;
+  if (caFile) {
+    const source = o.ca !== undefined ? '--ca' : process.env.TERMINUS_CLIENT_CA ? 'TERMINUS_CLIENT_CA' : 'the remembered --ca';
+    try {
+      ca = fs.readFileSync(caFile, 'utf8');
+    } catch (err) {
+      throw new LocalError(`${source} ${caFile}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
+    if (!/-----BEGIN CERTIFICATE-----/.test(ca)) throw new LocalError(`${source} ${caFile}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it`);
+  }
+  return { ca, requireOcsp: remembered.requireOcsp === true };
+}
+
 function helperSettings(o: SessionOptions, remembered: HelperSettings | undefined): HelperSettings | undefined {
   if (o.attestation === 'software') return undefined;
   if (o.attestation === 'tpm' || o.helper) {
@@ -173,7 +210,9 @@ const serverOption = (c: Command) =>
     .option('--server <url>', 'the repository origin (PUBLIC_URL); default: the last one used')
     .option('--asl', 'send /fhir requests through the additional security layer (default: when the server requires it)')
     .option('--asl-prod', 'the same, to a production (PU) server')
-    .option('--json', 'print JSON at a terminal too (default there: a summary)');
+    .option('--json', 'print JSON at a terminal too (default there: a summary)')
+    .option('--ca <file>', "PEM CA certificates the server's TLS certificate must chain to, instead of the public store (remembered per server; or TERMINUS_CLIENT_CA)")
+    .option('--require-ocsp', 'refuse a server that staples no OCSP answer for its certificate (remembered per server)');
 
 /** Commands that may log in by themselves take the card too (remembered per server after the first login). */
 const withCard = (c: Command) => serverOption(c).option('--card <file>', 'institution card certificate (PEM)').option('--key <file>', 'the card key (PEM)');
@@ -227,7 +266,10 @@ export function addCommands(cli: Command, io: CliIo): void {
   serverOption(cli.command('discover').description('print both discovery documents'))
     .action(async (o: SessionOptions) => {
       const server = o.server ?? (await lastServer());
-      const d = await new GuardClient({ server, retries: 2 }).discover(true);
+      // No key store here: the trust given now (or TERMINUS_CLIENT_CA), not the remembered one.
+      secureOrigin(server);
+      const transport = fetchTransport({ fetch: serverFetch(serverTrust(o, {})) });
+      const d = await new GuardClient({ server, retries: 2, transport }).discover(true);
       print(io, o, { protected_resource: d.resource, authorization_server: d.authorizationServer }, `${d.resource.resource} guarded by ${d.authorizationServer.issuer}`);
     });
 

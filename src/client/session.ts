@@ -6,6 +6,7 @@ import { backoffDelay, GuardClient, RETRYABLE, type Discovery, type TokenSet } f
 import { KeyStore, type ServerState } from './key-store';
 import { ClientInputError, loadCard, readPem } from './pem-files';
 import type { SoftwareCard } from './software-card';
+import { serverFetch, type ServerTrust } from './server-tls';
 import { fetchTransport, type HttpTransport } from './transport';
 import { unreachable } from './unreachable';
 
@@ -29,6 +30,11 @@ export interface CreateClientOptions {
   /** TPM attestation through this helper; default the software posture. */
   helper?: HelperSettings;
   transport?: HttpTransport;
+  /**
+   * How the server's TLS is trusted (server-tls.ts): a CA instead of the public store, and
+   * whether a stapled OCSP answer is required. Used when no `transport` is given.
+   */
+  trust?: ServerTrust;
   retries?: number;
   backoffMs?: number;
   maxBackoffMs?: number;
@@ -68,6 +74,11 @@ export class ClientSession {
   ) {}
 
   private loadedCard?: SoftwareCard;
+  private networkFetch?: typeof fetch;
+  /** The network fetch towards the server: its TLS checked as `trust` says, connections kept alive. */
+  private get serverFetch(): typeof fetch {
+    return (this.networkFetch ??= serverFetchOf(this.o));
+  }
 
   /** Set by `logout` (and kept in the key store) until the next `login`. */
   private loggedOut = false;
@@ -81,7 +92,7 @@ export class ClientSession {
   /** Another guard session of the same registered client (own tokens and DPoP key; not persisted): for load tests. */
   async parallelSession(): Promise<{ guard: GuardClient; login: () => Promise<TokenSet> }> {
     if (!this.guard.clientId) await this.login();
-    const guard = new GuardClient({ server: this.origin, transport: this.o.transport ?? fetchTransport(), clientKey: this.guard.clientKey, clientId: this.guard.clientId, attestor: this.attestor, discovery: this.guard.discoveryCache, retries: 0 });
+    const guard = new GuardClient({ server: this.origin, transport: this.o.transport ?? fetchTransport({ fetch: this.serverFetch }), clientKey: this.guard.clientKey, clientId: this.guard.clientId, attestor: this.attestor, discovery: this.guard.discoveryCache, retries: 0 });
     return { guard, login: () => guard.login(this.card) };
   }
 
@@ -106,7 +117,7 @@ export class ClientSession {
       let session: ClientSession | undefined;
       const guard = new GuardClient({
         server: origin,
-        transport: o.transport ?? fetchTransport(),
+        transport: o.transport ?? fetchTransport({ fetch: serverFetchOf(o) }),
         clientKey,
         clientId: sameType ? state.clientId : undefined,
         tokens: sameType ? await tokensOf(state) : undefined,
@@ -192,7 +203,7 @@ export class ClientSession {
       await this.sign(request.url, request.method, headers);
       const res = this.guard.usesAsl()
         ? await this.throughAsl(request, headers, body)
-        : await fetch(request.url, { method: request.method, headers, body, redirect: request.redirect, signal: init?.signal ?? undefined }).catch((err: unknown) => {
+        : await this.serverFetch(request.url, { method: request.method, headers, body, redirect: request.redirect, signal: init?.signal ?? undefined }).catch((err: unknown) => {
             throw unreachable(request.url, err);
           });
       if ((res.status === 401 || res.status === 403) && renewals < 2) {
@@ -298,4 +309,9 @@ function checkServer(server: string): void {
     throw new ClientInputError('server', `server ${JSON.stringify(server)} is not a URL: the repository's origin (its PUBLIC_URL), for example http://localhost:8080`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ClientInputError('server', `server ${server} is not an http(s) URL`);
+}
+
+/** One connection pool per session; every session checks the server's TLS as its options say. */
+function serverFetchOf(o: Pick<CreateClientOptions, 'trust'>): typeof fetch {
+  return serverFetch(o.trust);
 }

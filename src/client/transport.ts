@@ -23,11 +23,12 @@ export interface HttpResponse {
 export type HttpTransport = (req: HttpRequest) => Promise<HttpResponse>;
 
 /**
- * Global fetch. `connectTo` sends every request to another origin than the published one (the
+ * Global fetch, or the one given (server-tls.ts `serverFetch`, which checks the server's TLS). `connectTo` sends every request to another origin than the published one (the
  * server listens on 127.0.0.1:PORT while PUBLIC_URL names the load balancer), keeping path and query.
  * No answer at all is an `Unreachable` naming the URL and the cause.
  */
-export function fetchTransport(opts: { connectTo?: string; timeoutMs?: number } = {}): HttpTransport {
+export function fetchTransport(opts: { connectTo?: string; timeoutMs?: number; fetch?: typeof fetch } = {}): HttpTransport {
+  const send = opts.fetch ?? fetch;
   return async (req) => {
     let url = req.url;
     if (opts.connectTo) {
@@ -36,7 +37,7 @@ export function fetchTransport(opts: { connectTo?: string; timeoutMs?: number } 
     }
     let res: Response;
     try {
-      res = await fetch(url, { method: req.method, headers: req.headers, body: req.body, signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000) });
+      res = await send(url, { method: req.method, headers: req.headers, body: req.body, signal: AbortSignal.timeout(opts.timeoutMs ?? 30_000) });
     } catch (err) {
       throw unreachable(url, err);
     }

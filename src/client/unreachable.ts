@@ -16,6 +16,8 @@ export class Unreachable extends Error {
 
 /** Certificate checks of the server's TLS certificate (Node's `tls` and OpenSSL verify codes). */
 const CERTIFICATE_CODES = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ERR_TLS_CERT_ALTNAME_INVALID/;
+/** The server offers no TLS version this client accepts (it requires TLS 1.3). */
+const TLS_VERSION_CODES = /PROTOCOL_VERSION|UNSUPPORTED_PROTOCOL|NO_PROTOCOLS_AVAILABLE/;
 /** The TLS handshake met something that is not TLS (typically a plain HTTP server). */
 const NOT_TLS_CODES = ['ERR_SSL_WRONG_VERSION_NUMBER', 'ERR_SSL_PACKET_LENGTH_TOO_LONG', 'ERR_SSL_HTTP_REQUEST', 'EPROTO'];
 
@@ -37,6 +39,8 @@ export function unreachable(url: string, err: unknown): unknown {
   let reason: string;
   if (code === 'ECONNREFUSED') reason = `connection refused (ECONNREFUSED): nothing listens on ${where}; is the server running, and are host and port right?`;
   else if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NONAME') reason = `the host name ${hostname} cannot be resolved (${code}); is it spelled right?`;
+  else if (code?.startsWith('ERR_OCSP_STAPLE_')) reason = `${cause!.message} (${code})`;
+  else if (code && TLS_VERSION_CODES.test(code)) reason = `the server at ${where} does not speak TLS 1.3 (${code}): this client requires TLS 1.3 or higher`;
   else if (code && NOT_TLS_CODES.includes(code)) reason = `TLS handshake failed (${code}): the server at ${where} does not speak https; is it an http:// server?`;
   else if (code && CERTIFICATE_CODES.test(code)) reason = `the server's TLS certificate is not accepted (${code}${detail})`;
   else if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE')

@@ -146,9 +146,9 @@ describe('no answer: the URL and the cause instead of "fetch failed" (exit 2)', 
   });
 
   test('a typo in the host: the name that does not resolve', async () => {
-    const r = await cli(['discover', '--server', 'http://terminus-typo.invalid:8080']);
+    const r = await cli(['discover', '--server', 'https://terminus-typo.invalid:8443']);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^terminus-client: cannot reach http:\/\/terminus-typo\.invalid:8080\/\.well-known\/oauth-protected-resource: the host name terminus-typo\.invalid cannot be resolved \((ENOTFOUND|EAI_AGAIN)\); is it spelled right\?\n$/);
+    expect(r.stderr).toMatch(/^terminus-client: cannot reach https:\/\/terminus-typo\.invalid:8443\/\.well-known\/oauth-protected-resource: the host name terminus-typo\.invalid cannot be resolved \((ENOTFOUND|EAI_AGAIN)\); is it spelled right\?\n$/);
   });
 
   test('https against an http server: the TLS failure, during the login of a resource command', async () => {
