@@ -86,8 +86,7 @@ module.exports = {
       ]
     : [embedded],
   testTimeout: 180000,
-  // CI (.ci/run) runs three files at a time on its 2 cores: many files wait on child processes,
-  // timers and the database, which leaves a third of the CPU idle with two.
+  // TERMINUS_TEST_WORKERS: more files at a time where the machine has the cores for them.
   maxWorkers: Number(process.env.TERMINUS_TEST_WORKERS) || 2,
   testSequencer: '<rootDir>/test/slow-first-sequencer.js',
   reporters: ['default', '<rootDir>/test/summary-reporter.js', '<rootDir>/test/timings-reporter.js'],

@@ -42,8 +42,9 @@ function handshake(o: { maxVersion?: tls.SecureVersion } = {}): Promise<{ protoc
     // requestOCSP is passed on to the TLSSocket (Node's tls.connect), though its type does not list it.
     const options = { host: '127.0.0.1', port, servername: 'localhost', ca: fs.readFileSync(pki.caPem), requestOCSP: true, maxVersion: o.maxVersion };
     const socket = tls.connect(options as tls.ConnectionOptions);
-    socket.on('OCSPResponse', (response: Buffer) => {
-      stapled = response;
+    // Emitted with null when the server staples nothing.
+    socket.on('OCSPResponse', (response: Buffer | null) => {
+      stapled = response ?? undefined;
     });
     socket.once('secureConnect', () => {
       const result = { protocol: socket.getProtocol(), fingerprint: socket.getPeerX509Certificate()!.fingerprint256, stapled };
