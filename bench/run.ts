@@ -11,6 +11,7 @@ import { benchTpm } from './tpm';
 import { benchClient } from './client';
 import { benchAsl } from './asl';
 import { benchStart } from './start';
+import { benchTls } from './tls';
 import { serverNode } from './lib/server';
 
 /**
@@ -27,6 +28,7 @@ const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
   tpm: { title: 'Hardware attestation: TPM registration and token exchange beside the software posture', run: benchTpm },
   asl: { title: 'Additional security layer: handshake, one frame, a slot search through the tunnel', run: benchAsl },
   start: { title: 'Cold start: the first requests of a fresh process against warm ones', run: benchStart },
+  tls: { title: 'TLS 1.3 against plain HTTP: per request on a kept-alive connection and on a new one', run: benchTls },
   compare: { title: 'This tree against a baseline revision: enforcement point and search (same run)', run: benchCompare },
 };
 
