@@ -8,6 +8,7 @@ import { pathSegments } from './model';
 import { bookings, httpDuration, httpRequests } from './server-lib/metrics';
 import {
   API_VERSION,
+  cardIssuersFor,
   enforcementPoint,
   guardRouter,
   aslRequired,
@@ -128,19 +129,23 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv, guard: Pick<GuardOptio
     res.json({ status: 'ok' });
   });
   // Ready: the store, Redis (when configured) and the policy engine answer (docs/requirements.md, Practice page and operations); each names its state.
+  const cardIssuers = cardIssuersFor(ctx);
   app.get('/readyz', async (_req, res) => {
     const checks = {
       store: await probe(() => ctx.db.query('SELECT 1')),
       redis: ctx.redis ? await probe(() => ctx.redis!.ping()) : 'not used',
       policy_engine: (await policyEngineReady(ctx.config, READY_TIMEOUT_MS)) ? 'ok' : 'unavailable',
+      card_tsl: cardIssuers.readiness(),
     };
-    const ready = Object.values(checks).every((v) => v !== 'unavailable');
-    res.status(ready ? 200 : 503).json({ status: ready ? 'ready' : 'unavailable', checks });
+    const states = Object.values(checks).map((v) => (typeof v === 'string' ? v : v.status));
+    const ready = states.every((v) => v !== 'unavailable');
+    // Degraded (a trust list past its refresh) still serves: the last good list is in force.
+    res.status(ready ? 200 : 503).json({ status: !ready ? 'unavailable' : states.includes('degraded') ? 'degraded' : 'ready', checks });
   });
   // One shared-state adapter for the authorization server and the enforcement point.
   const state = sharedState(ctx);
   const sessions = new RevokedSessions(ctx.db);
-  app.use(guardRouter(ctx, { ...guard, state, sessions }));
+  app.use(guardRouter(ctx, { ...guard, state, sessions, cardIssuers }));
   // The additional security layer (ASL); its inner requests run through this very app.
   app.use(aslRoutes(ctx, { state, app: () => app }));
   // The enforcement point, then the protected application (embedded, or UPSTREAM_URL in proxy mode).

@@ -21,8 +21,15 @@ export interface Config {
   dbIdleTimeoutSec: number;
   dataDir: string;
   redisUrl?: string;
-  /** PEM file of CAs issuing institution cards; unset: the generated dev PKI CA. */
+  /** PEM file of CAs issuing institution cards; unset (and no CARD_TSL): the generated dev PKI CA. */
   cardTrustAnchors?: string;
+  /**
+   * The gematik TSL (CARD_TSL, a file or URL; ETSI TS 119 612 XML), the CA its signer must chain to
+   * (CARD_TSL_SIGNER_CA), how often it is read again (CARD_TSL_REFRESH, default 24 h, gematik
+   * publishes daily at most) and how long past its NextUpdate it is still used (CARD_TSL_GRACE,
+   * default 3 days: a missed publication is not an outage, a list weeks old is no trust).
+   */
+  cardTsl?: { source: string; signerCa: string; refreshSec: number; graceSec: number };
   /** PEM file of TPM manufacturer CAs; unset: no TPM client accepted. */
   tpmEkTrustAnchors?: string;
   /** Lifetime of a pending registration transaction (REGISTRATION_TTL_SECONDS, default 600). */
@@ -154,8 +161,9 @@ export function loadConfig(env: Env = process.env): Config {
   const poppRequiredRoutes = parsePoppRoutes(env);
   if (poppRequiredRoutes.length > 0 && !poppJwksUrl) throw new ConfigError('POPP_REQUIRED_ROUTES', 'needs POPP_JWKS_URL (the PoPP issuer JWKS)');
   const cardTrustAnchors = certificateFile(env, 'CARD_TRUST_ANCHORS');
+  const cardTsl = parseCardTsl(env);
   // Production never trusts the generated development card CA.
-  if (production && !cardTrustAnchors) throw new ConfigError('CARD_TRUST_ANCHORS', 'must name a PEM file of card CA certificates with NODE_ENV=production');
+  if (production && !cardTrustAnchors && !cardTsl) throw new ConfigError('CARD_TRUST_ANCHORS', 'must name a PEM file of card CA certificates (or CARD_TSL the gematik TSL) with NODE_ENV=production');
   const guardKeySecret = parseSecret(env, 'GUARD_KEY_SECRET');
   // Without it each process seals keys with a key of its own: restarts and replicas lose them.
   if (production && !guardKeySecret) throw new ConfigError('GUARD_KEY_SECRET', 'must be set with NODE_ENV=production (the same long random secret on every replica)');
@@ -192,6 +200,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: path.resolve(nonEmpty(env, 'DATA_DIR') ?? './data'),
     redisUrl,
     cardTrustAnchors,
+    cardTsl,
     tpmEkTrustAnchors: certificateFile(env, 'TPM_EK_TRUST_ANCHORS'),
     registrationTtlSec: parsePositiveInt(env, 'REGISTRATION_TTL_SECONDS', 600),
     searchCacheEntries: parseNonNegativeInt(env, 'SEARCH_CACHE_ENTRIES', 1000),
@@ -625,6 +634,36 @@ function parseTls(env: Env): Config['tls'] {
     return undefined;
   }
   return { certFile, keyFile, ocspStapling };
+}
+
+/**
+ * CARD_TSL with its signer CA. A URL may be http: the list carries its own signature, and
+ * gematik's locations inside the TI (download.tsl.telematik) are http.
+ */
+function parseCardTsl(env: Env): Config['cardTsl'] {
+  const source = nonEmpty(env, 'CARD_TSL');
+  const signerCa = certificateFile(env, 'CARD_TSL_SIGNER_CA');
+  const refreshSec = parseDuration(env, 'CARD_TSL_REFRESH', 24 * 3600);
+  const graceSec = parseDuration(env, 'CARD_TSL_GRACE', 3 * 24 * 3600);
+  if (source === undefined) {
+    if (signerCa) throw new ConfigError('CARD_TSL_SIGNER_CA', 'needs CARD_TSL (the list whose signature it checks)');
+    return undefined;
+  }
+  if (!signerCa) throw new ConfigError('CARD_TSL_SIGNER_CA', 'must name the PEM CA certificate the TSL signer chains to when CARD_TSL is set');
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(source)) {
+    if (!/^https?:\/\/[^/]/i.test(source)) throw new ConfigError('CARD_TSL', `must be a file or an http(s) URL, got "${source}"`);
+    return { source, signerCa, refreshSec, graceSec };
+  }
+  return { source: existingFile(env, 'CARD_TSL')!, signerCa, refreshSec, graceSec };
+}
+
+/** A duration: a number with s, m, h or d (plain seconds without a unit). */
+function parseDuration(env: Env, name: string, dfltSec: number): number {
+  const v = nonEmpty(env, name);
+  if (v === undefined) return dfltSec;
+  const m = /^(\d{1,9})\s*(s|m|h|d)?$/.exec(v);
+  if (!m || Number(m[1]) === 0) throw new ConfigError(name, `must be a positive duration such as 30m, 24h or 3d, got "${v}"`);
+  return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'];
 }
 
 function existingFile(env: Env, name: string): string | undefined {

@@ -11,7 +11,7 @@ import { WorkloadIssuers } from './authserver/workload/workload-issuers';
 import { Es256KeyCache } from './jose/es256';
 import { SigningKeys } from './keys/signing-keys';
 import { pepSettings } from './pep/settings';
-import { loadCardTrustAnchors } from './pki/card-trust';
+import { cardIssuersFor, type CardIssuers } from './pki/card-issuers';
 import { OcspChecker } from './pki/ocsp';
 import { createPolicyEngine, loadPolicyData, type PolicyEngine } from './policy';
 import { endpoints, guardSettings, type GuardSettings } from './settings';
@@ -40,6 +40,8 @@ export interface GuardOptions {
   state?: SharedState;
   /** The application's session liveness, shared with its enforcement point; by default one of its own. */
   sessions?: RevokedSessions;
+  /** The application's card issuers (app.ts reports their state in /readyz); by default its own. */
+  cardIssuers?: CardIssuers;
   /** Takes the guard's start-up work (`warmUpGuard`), for the server to await before it listens. */
   warmUp?: (work: () => Promise<void>) => void;
 }
@@ -49,7 +51,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
   const settings = guardSettings(ctx.config, options.settings);
   const policyData = loadPolicyData(ctx.config.policyFile);
   // At start: a bad CARD_TRUST_ANCHORS stops the process, and the dev-PKI warning is logged once.
-  const anchors = loadCardTrustAnchors(ctx);
+  const cardIssuers = options.cardIssuers ?? cardIssuersFor(ctx);
   const keys = new SigningKeys(ctx, settings);
   const sessions = options.sessions ?? new RevokedSessions(ctx.db);
   const state = options.state ?? sharedState(ctx);
@@ -63,7 +65,7 @@ export function composeGuard(ctx: AppContext, options: GuardOptions = {}): Guard
     keys,
     policyData,
     policy: options.policyEngine ?? createPolicyEngine(ctx.config, policyData, settings.policyTimeoutMs),
-    anchors: () => anchors,
+    cardIssuers,
     // OCSP answers are cached until nextUpdate and never longer than a refresh token lives.
     ocsp: new OcspChecker(ctx.config.cardOcsp, settings.refreshTokenTtlSec, ctx.logger, ctx.now),
     attestation: attestationMethods(ctx, { state, extra: options.attestationMethods }),

@@ -12,6 +12,7 @@ export { RevokedSessions } from './state/revoked-sessions';
 export { ResourceNotFound, ServerError, TemporarilyUnavailable } from './errors';
 export { sendGuardError } from './http/respond';
 export { createDevPki, DevPkiExists, writeDevPki } from './pki/dev-pki';
+export { cardIssuersFor, CardIssuers } from './pki/card-issuers';
 export { enforcementPoint, pepSettings, upstreamProxy, type PepOptions } from './pep';
 export { loadPolicyData, policyEngineReady } from './policy';
 export { InvalidWorkloadRequest, issueWorkloadToken, MAX_WORKLOAD_TOKEN_TTL_SEC } from './authserver/workload/issue-workload-token';

@@ -17,7 +17,9 @@ import { validatePath } from './pki/path-validation';
 export async function warmUpGuard(deps: GuardDeps): Promise<void> {
   const { logger } = deps.ctx;
   await deps.keys.signingKey().catch((err: unknown) => logger.warn({ err }, 'guard warm-up: signing key not loaded'));
-  for (const anchor of deps.anchors()) await validatePath(anchor.raw, [], [anchor.raw], deps.ctx.now()).catch(() => undefined);
+  // A CARD_TSL that yields no list stops the start here, with the reason.
+  await deps.cardIssuers.load();
+  for (const anchor of await deps.cardIssuers.anchors()) await validatePath(anchor.raw, [], [anchor.raw], deps.ctx.now()).catch(() => undefined);
   await rehearseCardChecks(deps).catch((err: unknown) => logger.warn({ err }, 'guard warm-up: card checks not rehearsed'));
   await readBodyOnce(express.json({ type: () => true }), 'application/json', '{}');
   await readBodyOnce(express.text({ type: () => true }), 'application/x-www-form-urlencoded', 'a=b');

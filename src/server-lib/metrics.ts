@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /**
  * The process's Prometheus metrics (docs/requirements.md#practice-page-and-operations), counted
@@ -55,5 +55,19 @@ export const storeRefusals = new Counter({
   name: 'terminus_db_refusals_total',
   help: 'Store operations that failed for want of the database: busy (no pool connection became free in time while the database answered) or unavailable (the database did not answer)',
   labelNames: ['reason'] as const,
+  registers: [metricsRegistry],
+});
+
+export const trustListRefreshes = new Counter({
+  name: 'terminus_trust_list_refreshes_total',
+  help: 'Reads of a trust list (CARD_TSL) by outcome: ok, or why the list was refused (malformed, signature, signer, expired, rollback, unreachable)',
+  labelNames: ['list', 'outcome'] as const,
+  registers: [metricsRegistry],
+});
+
+export const trustListNextUpdate = new Gauge({
+  name: 'terminus_trust_list_next_update_timestamp_seconds',
+  help: 'NextUpdate of the trust list in use (Unix time): alert well before it passes',
+  labelNames: ['list'] as const,
   registers: [metricsRegistry],
 });

@@ -1,4 +1,4 @@
-import type crypto from 'node:crypto';
+import type { CardIssuers } from '../pki/card-issuers';
 import type { AppContext } from '../../context';
 import type { AttestationMethods } from '../attestation';
 import type { Grants } from './grants';
@@ -23,8 +23,8 @@ export interface GuardDeps {
   keys: SigningKeys;
   policy: PolicyEngine;
   policyData: PolicyData;
-  /** Card CA certificates (CARD_TRUST_ANCHORS or the dev PKI), loaded on first use. */
-  anchors: () => crypto.X509Certificate[];
+  /** The CAs of institution cards (CARD_TRUST_ANCHORS, CARD_TSL or the dev PKI). */
+  cardIssuers: CardIssuers;
   /** Revocation of card certificates (CARD_OCSP). */
   ocsp: OcspChecker;
   /** The attestation methods: registration, client statements and discovery read them here. */

@@ -1,11 +1,8 @@
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import * as pkijs from 'pkijs';
-import type { AppContext } from '../../context';
 import { ADMISSION_OID, parseAdmission } from '../../common/admission';
-import { pemCertificates, subjectNameFields } from './certificate-builder';
+import { subjectNameFields } from './certificate-builder';
 import { PathValidationError, validatePath } from './path-validation';
-import { devPkiFor } from './dev-pki';
 
 /** Institution identity read from a card certificate that chains to a trust anchor. */
 export interface VerifiedCard {
@@ -17,17 +14,6 @@ export interface VerifiedCard {
 }
 
 export class CardCertificateError extends Error {}
-
-/** CARD_TRUST_ANCHORS, or the generated dev PKI CA with a warning. */
-export function loadCardTrustAnchors(ctx: AppContext): crypto.X509Certificate[] {
-  if (ctx.config.cardTrustAnchors) {
-    const anchors = pemCertificates(fs.readFileSync(ctx.config.cardTrustAnchors, 'utf8')).map((der) => new crypto.X509Certificate(der));
-    if (anchors.length === 0) throw new Error(`CARD_TRUST_ANCHORS: no certificate in ${ctx.config.cardTrustAnchors}`);
-    return anchors;
-  }
-  ctx.logger.warn('CARD_TRUST_ANCHORS is unset: trusting the generated development card CA (never do this in production)');
-  return [new crypto.X509Certificate(devPkiFor(ctx).ca.certPem)];
-}
 
 /** A card chain validated once: its path (for OCSP) and the window in which all of it is valid. */
 export interface CardPath {

@@ -46,7 +46,7 @@ async function tokenExchange(deps: GuardDeps, r: TokenExchangeRequest): Promise<
     dpopJkt: r.proof.jkt,
     nonce: r.nonce,
     tokenEndpoint: deps.urls.token,
-    anchors: deps.anchors(),
+    anchors: await deps.cardIssuers.anchors(),
     ocsp: deps.ocsp,
   });
   const attestation = await attestClient(deps, r.auth, r.nonce);
