@@ -24,6 +24,8 @@ COPY subscriptions ./subscriptions
 COPY fixtures ./fixtures
 # Shipped trust anchors (Apple's App Attestation root; PLATFORM_A_TRUST_ANCHORS replaces it).
 COPY deploy/trust ./deploy/trust
+# DATA_DIR in production: the last good TSL (a volume mounted here takes this owner).
+RUN mkdir -p /home/node/data && chown node:node /home/node/data
 USER node
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s CMD node -e "fetch('http://127.0.0.1:8080/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
