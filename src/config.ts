@@ -201,7 +201,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl,
     cardTrustAnchors,
     cardTsl,
-    tpmEkTrustAnchors: certificateFile(env, 'TPM_EK_TRUST_ANCHORS'),
+    tpmEkTrustAnchors: certificateSource(env, 'TPM_EK_TRUST_ANCHORS'),
     registrationTtlSec: parsePositiveInt(env, 'REGISTRATION_TTL_SECONDS', 600),
     searchCacheEntries: parseNonNegativeInt(env, 'SEARCH_CACHE_ENTRIES', 1000),
     trustedAttestationIssuers: parseIssuers(env, 'TRUSTED_ATTESTATION_ISSUERS'),
@@ -211,9 +211,9 @@ export function loadConfig(env: Env = process.env): Config {
     aslSignerCert,
     aslSignerKey,
     aslEnvironment: production ? 1 : 0,
-    platformATrustAnchors: certificateFile(env, 'PLATFORM_A_TRUST_ANCHORS') ?? projectPath('deploy', 'trust', 'apple-app-attestation-root-ca.pem'),
+    platformATrustAnchors: certificateSource(env, 'PLATFORM_A_TRUST_ANCHORS') ?? projectPath('deploy', 'trust', 'apple-app-attestation-root-ca.pem'),
     platformAAppIds: parsePlatformAAppIds(env),
-    platformBTrustAnchors: certificateFile(env, 'PLATFORM_B_TRUST_ANCHORS') ?? projectPath('deploy', 'trust', 'google-hardware-attestation-roots.pem'),
+    platformBTrustAnchors: certificateSource(env, 'PLATFORM_B_TRUST_ANCHORS') ?? projectPath('deploy', 'trust', 'google-hardware-attestation-roots.pem'),
     platformBPackages: parsePlatformBPackages(env),
     platformBRevocationSource: parseRevocationSource(env),
     smtpUrl,
@@ -583,6 +583,17 @@ const MIN_SECRET_LENGTH = 32;
 function parseSecret(env: Env, name: string): string | undefined {
   const v = nonEmpty(env, name);
   if (v !== undefined && v.length < MIN_SECRET_LENGTH) throw new ConfigError(name, `must have at least ${MIN_SECRET_LENGTH} characters (e.g. openssl rand -base64 32), got ${v.length}`);
+  return v;
+}
+
+/**
+ * A PEM file of certificates, or an https URL of one (a published root list, read and refreshed
+ * by guard/pki/anchor-source.ts; https, for nothing else vouches for the bundle).
+ */
+function certificateSource(env: Env, name: string): string | undefined {
+  const v = nonEmpty(env, name);
+  if (v === undefined || !/^[a-z][a-z0-9+.-]*:\/\//i.test(v)) return certificateFile(env, name);
+  if (!/^https:\/\/[^/]/i.test(v)) throw new ConfigError(name, `must be a PEM file or an https URL of one, got "${v}"`);
   return v;
 }
 

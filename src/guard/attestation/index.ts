@@ -1,6 +1,6 @@
 import type { AppContext } from '../../context';
 import { InvalidRequest } from '../errors';
-import { loadEkTrustAnchors } from '../pki/ek-trust';
+import { anchorSource } from '../pki/anchor-source';
 import type { GuardSettings } from '../settings';
 import type { SharedState } from '../state/shared-state';
 import { AttestationMethods, type AttestationMethod } from './method';
@@ -73,10 +73,10 @@ export function attestationMethods(ctx: AppContext, o: { state: SharedState; ext
   const { config } = ctx;
   return new AttestationMethods([
     softwareMethod,
-    tpmMethod(loadEkTrustAnchors(config.tpmEkTrustAnchors)),
-    platformAMethod({ anchors: loadEkTrustAnchors(config.platformATrustAnchors) ?? [], appIds: config.platformAAppIds }),
+    tpmMethod(config.tpmEkTrustAnchors ? anchorSource(ctx, 'TPM_EK_TRUST_ANCHORS', config.tpmEkTrustAnchors) : undefined),
+    platformAMethod({ anchors: anchorSource(ctx, 'PLATFORM_A_TRUST_ANCHORS', config.platformATrustAnchors), appIds: config.platformAAppIds }),
     platformBMethod({
-      anchors: loadEkTrustAnchors(config.platformBTrustAnchors) ?? [],
+      anchors: anchorSource(ctx, 'PLATFORM_B_TRUST_ANCHORS', config.platformBTrustAnchors),
       packages: config.platformBPackages,
       revocations: new RevocationList(config.platformBRevocationSource, ctx.now),
     }),

@@ -1,6 +1,4 @@
 import crypto from 'node:crypto';
-import fs from 'node:fs';
-import { pemCertificates } from './certificate-builder';
 import { certificatePublicKey, extendedKeyUsages, PathValidationError, validatePath } from './path-validation';
 
 /** tcg-kp-EKCertificate (TCG EK Credential Profile §3.2.15). */
@@ -14,12 +12,6 @@ export class EkCertificateError extends Error {
   ) {
     super(message);
   }
-}
-
-/** TPM_EK_TRUST_ANCHORS as DER certificates (roots and intermediates); undefined when unset. */
-export function loadEkTrustAnchors(file: string | undefined): Buffer[] | undefined {
-  if (!file) return undefined;
-  return pemCertificates(fs.readFileSync(file, 'utf8'));
 }
 
 /**

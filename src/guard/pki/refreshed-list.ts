@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { fetch, type Response } from 'undici';
 import type { Logger } from '../../logger';
 import { trustListNextUpdate, trustListRefreshes } from '../../server-lib/metrics';
 import { MAX_LIST_BYTES, TrustListRejected } from './tsl/xml-dom';
@@ -33,6 +34,8 @@ export type ListState =
   | { status: 'degraded' | 'unavailable'; reason: string; sequence?: string; nextUpdate?: string };
 
 const FETCH_TIMEOUT_MS = 30_000;
+// undici's fetch (the one Node bundles, as a package): its global dispatcher is where a deployment
+// sets a proxy or extra CAs for the lists' hosts, and where the tests trust their own.
 
 /**
  * A trust list that is read from its source, verified, kept on disk and refreshed: the last good

@@ -4,6 +4,7 @@ import type { PlatformAAppId } from '../../../config';
 import type { AppContext } from '../../../context';
 import { attestationChallenge } from '../../../common/attestation-challenge';
 import { PathValidationError, validatePath } from '../../pki/path-validation';
+import type { AnchorSource } from '../../pki/anchor-source';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
 import { attestationResult, printableMembers, PRODUCT_MEMBERS, registrationFor } from '../posture-result';
 import type { RegisteringClient, RegistrationProof, RegistrationVerifier } from '../registration';
@@ -45,11 +46,11 @@ export interface PlatformARegistration {
  * an App ID of PLATFORM_A_APP_IDS, counter 0, and the exact production AAGUID unless that App ID
  * admits development keys. Desktop App IDs register (201); phones go on to the e-mail code.
  */
-export function platformARegistrationVerifier(anchors: () => Buffer[], appIds: readonly PlatformAAppId[]): RegistrationVerifier {
+export function platformARegistrationVerifier(anchors: AnchorSource, appIds: readonly PlatformAAppId[]): RegistrationVerifier {
   return {
     async verify(body: Record<string, unknown>, client: RegisteringClient, ctx: AppContext): Promise<RegistrationProof> {
       const object = decodeAttestationObject(decodeBase64(body.platform_a_attestation_object, 'platform_a_attestation_object'));
-      await chainIsTrusted(object.credentialCertificate, object.intermediates, anchors(), ctx.now());
+      await chainIsTrusted(object.credentialCertificate, object.intermediates, await anchors(), ctx.now());
       clientKeySignedItself(body.signed_hash_puk_client_sig, client.jwk);
       const auth = parseAuthenticatorData(object.authData, true);
       if (!certificateNonce(object.credentialCertificate).equals(sha256(object.authData, sha256(canonicalJwk(client.jwk))))) {

@@ -17,6 +17,7 @@ import type { AppContext } from '../../../context';
 import { attestationChallenge } from '../../../common/attestation-challenge';
 import { InvalidRequest } from '../../errors';
 import { PathValidationError, validatePath } from '../../pki/path-validation';
+import type { AnchorSource } from '../../pki/anchor-source';
 import type { AttestationContext, AttestationResult, ClientStatement, PostureVerifier } from '../index';
 import { canonicalJwk, decodeBase64, refused, sha256, verifiesEs256 } from '../platform-a/app-attest';
 import { attestationResult, printableMembers, PRODUCT_MEMBERS, registrationFor } from '../posture-result';
@@ -59,12 +60,12 @@ interface KeyFacts {
  * PLATFORM_B_PACKAGES (`app_id_not_allowed`). The integrity token is kept, not verified. Every
  * platform_b registration binds an e-mail address.
  */
-export function platformBRegistrationVerifier(anchors: () => Buffer[], packages: readonly PlatformBPackage[], revocations: RevocationList): RegistrationVerifier {
+export function platformBRegistrationVerifier(anchors: AnchorSource, packages: readonly PlatformBPackage[], revocations: RevocationList): RegistrationVerifier {
   return {
     async verify(body: Record<string, unknown>, client: RegisteringClient, ctx: AppContext): Promise<RegistrationProof> {
       const chain = chainOf(body.platform_b_key_attestation_certificate_chain);
       try {
-        await validatePath(chain[0], chain.slice(1), anchors(), ctx.now());
+        await validatePath(chain[0], chain.slice(1), await anchors(), ctx.now());
       } catch (err) {
         if (err instanceof PathValidationError) throw refused('attestation_chain_untrusted', err.message);
         throw err;

@@ -4,6 +4,7 @@ import type { AppContext } from '../../../context';
 import { canonicalEcJwk } from '../../../common/canonical-jwk';
 import { InvalidRequest } from '../../errors';
 import { EkCertificateError, verifyEkCertificate } from '../../pki/ek-trust';
+import type { AnchorSource } from '../../pki/anchor-source';
 import type { RegistrationProof, RegistrationVerifier, RegisteringClient } from '../registration';
 import { makeCredential } from './make-credential';
 import { hashOf, TPM_ALG, TPM_CURVES, TPMA_OBJECT } from './tpm-algorithms';
@@ -31,7 +32,7 @@ const refuse = (token: string, message: string) => new InvalidRequest(`${token}:
  * it returns the secret at /register/verify: the TPM releases it only to the object with that Name
  * inside the TPM that holds the EK, which proves the attributes checked here.
  */
-export function tpmRegistrationVerifier(anchors: () => Buffer[]): RegistrationVerifier {
+export function tpmRegistrationVerifier(anchors: AnchorSource): RegistrationVerifier {
   return {
     async verify(body: Record<string, unknown>, client: RegisteringClient, ctx: AppContext): Promise<RegistrationProof> {
       const m = membersArePresent(body, client);
@@ -40,7 +41,7 @@ export function tpmRegistrationVerifier(anchors: () => Buffer[]): RegistrationVe
       const akBytes = base64(m.pukAkSig, 'puk_ak_sig');
       const ak = structure(() => parseTpm2bPublic(akBytes, 'puk_ak_sig'));
       akAttributesAreAnAk(ak);
-      await ekCertificateIsTrusted(m, ek, anchors(), ctx.now());
+      await ekCertificateIsTrusted(m, ek, await anchors(), ctx.now());
       clientKeyIsSignedByTheAk(ak, client, m.signature);
       const secret = crypto.randomBytes(32);
       const credential = makeCredential(ek, tpmName(ak), secret);
