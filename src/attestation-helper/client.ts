@@ -24,7 +24,9 @@ export class AttestationHelperClient {
     // grpc-js sends the target host as TLS server name; Node 26 refuses an IP address there (RFC
     // 6066 §3). For an IP target: a placeholder name in SNI, the certificate still checked against the IP.
     const ipTarget = !o.serverName && net.isIP(host) !== 0;
-    const creds = grpc.credentials.createSsl(tls.ca, tls.key ?? null, tls.cert ?? null, ipTarget ? { checkServerIdentity: (_name, cert) => nodeTls.checkServerIdentity(host, cert) } : undefined);
+    // TLS 1.3 at least, as towards the server (gemSpec_ZETA: TLS 1.3 or higher); only the helper's CA is trusted.
+    const context = nodeTls.createSecureContext({ ca: tls.ca, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.3' });
+    const creds = grpc.credentials.createFromSecureContext(context, ipTarget ? { checkServerIdentity: (_name, cert) => nodeTls.checkServerIdentity(host, cert) } : undefined);
     const serverName = o.serverName ?? (ipTarget ? IP_TARGET_SNI : undefined);
     const options = serverName ? { 'grpc.ssl_target_name_override': serverName } : {};
     const { SvcAttestationService, SvcAttestationSetupService } = services();

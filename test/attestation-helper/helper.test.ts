@@ -254,3 +254,22 @@ test('a helper addressed by IP must present a certificate for that IP (the name 
     impostor.close();
   }
 });
+
+test('a helper that speaks at most TLS 1.2 is refused in the handshake (TLS 1.3 at least, as towards the server)', async () => {
+  const server = pki.issue('tls12-helper', { server: true });
+  let handshakes = 0;
+  const old = tls.createServer({ cert: fs.readFileSync(server.cert), key: fs.readFileSync(server.key), ALPNProtocols: ['h2'], maxVersion: 'TLSv1.2' }, (socket) => {
+    handshakes++;
+    socket.destroy();
+  });
+  await new Promise<void>((resolve) => old.listen(0, '127.0.0.1', resolve));
+  const c = new AttestationHelperClient(`127.0.0.1:${(old.address() as AddressInfo).port}`, { ca: fs.readFileSync(pki.caPem), cert: fs.readFileSync(client.cert), key: fs.readFileSync(client.key) });
+  try {
+    const err = await failure(c.getAttestation(challenge(), [7]));
+    expect(err.code).toBe(grpc.status.UNAVAILABLE);
+    expect(handshakes).toBe(0);
+  } finally {
+    c.close();
+    old.close();
+  }
+});
