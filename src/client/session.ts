@@ -70,16 +70,12 @@ export class ClientSession {
     readonly guard: GuardClient,
     private readonly o: CreateClientOptions,
     private readonly attestor: Attestor,
+    /** The network fetch towards the server: its TLS checked as `trust` says, connections kept alive (one pool for the guard and the resources). */
+    private readonly serverFetch: typeof fetch,
     private readonly helperClient?: AttestationHelperClient,
   ) {}
 
   private loadedCard?: SoftwareCard;
-  private networkFetch?: typeof fetch;
-  /** The network fetch towards the server: its TLS checked as `trust` says, connections kept alive. */
-  private get serverFetch(): typeof fetch {
-    return (this.networkFetch ??= serverFetchOf(this.o));
-  }
-
   /** Set by `logout` (and kept in the key store) until the next `login`. */
   private loggedOut = false;
 
@@ -115,9 +111,10 @@ export class ClientSession {
       // A registration belongs to its attestation type: switching types registers anew.
       const sameType = state.attestationType === undefined || state.attestationType === attestor.attestationType;
       let session: ClientSession | undefined;
+      const network = serverFetch(o.trust);
       const guard = new GuardClient({
         server: origin,
-        transport: o.transport ?? fetchTransport({ fetch: serverFetchOf(o) }),
+        transport: o.transport ?? fetchTransport({ fetch: network }),
         clientKey,
         clientId: sameType ? state.clientId : undefined,
         tokens: sameType ? await tokensOf(state) : undefined,
@@ -131,7 +128,7 @@ export class ClientSession {
         maxBackoffMs: o.maxBackoffMs,
         onChange: () => session?.persist(),
       });
-      session = new ClientSession(origin, guard, o, attestor, helperClient);
+      session = new ClientSession(origin, guard, o, attestor, network, helperClient);
       session.loggedOut = state.loggedOut === true;
       return session;
     } finally {
@@ -309,9 +306,4 @@ function checkServer(server: string): void {
     throw new ClientInputError('server', `server ${JSON.stringify(server)} is not a URL: the repository's origin (its PUBLIC_URL), for example http://localhost:8080`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ClientInputError('server', `server ${server} is not an http(s) URL`);
-}
-
-/** One connection pool per session; every session checks the server's TLS as its options say. */
-function serverFetchOf(o: Pick<CreateClientOptions, 'trust'>): typeof fetch {
-  return serverFetch(o.trust);
 }
