@@ -5,6 +5,7 @@ import { bookParameters, withScheduleCodes, type BookableSlot } from './book-req
 import { GuardClient, GuardClientError } from './guard-client';
 import { KeyStore, KeyStoreError } from './key-store';
 import { ClientInputError } from './pem-files';
+import type { CardChoice } from './card/open-card';
 import { requireSecureOrigin, serverFetch, type ServerTrust } from './server-tls';
 import { fetchTransport } from './transport';
 import { ClientSession, LoggedOut, type HelperSettings } from './session';
@@ -49,6 +50,7 @@ interface SessionOptions {
   server?: string;
   card?: string;
   key?: string;
+  p12?: string;
   attestation?: string;
   helper?: string;
   helperCa?: string;
@@ -104,7 +106,7 @@ function originHint(err: Refused | GuardClientError, session: ClientSession, sto
 }
 
 /** The server (given or last used) with its card, key and helper (given now or remembered; remembered from now on). */
-function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolean): { server: string; card: string; key: string; helper?: HelperSettings; asl?: boolean; aslProduction?: boolean; trust: ServerTrust } {
+function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolean): CardChoice & { server: string; helper?: HelperSettings; asl?: boolean; aslProduction?: boolean; trust: ServerTrust } {
   const server = o.server ?? store.data.lastServer;
   if (!server) throw new LocalError('no server known yet: pass --server URL');
   let origin: string;
@@ -116,15 +118,35 @@ function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolea
   secureOrigin(origin);
   const remembered = store.server(origin) as Record<string, unknown>;
   const trust = serverTrust(o, remembered);
-  // Remembered as absolute paths: a later command may run in another folder.
-  const card = absolute(o.card) ?? (remembered.cardFile as string | undefined);
-  const key = absolute(o.key) ?? (remembered.keyFile as string | undefined);
-  if (requireCard && (!card || !key)) throw new LocalError('pass --card CERT.pem and --key KEY.pem (remembered after the first login)');
+  const cards = cardChoice(o, remembered);
+  if (requireCard && !cards.p12 && (!cards.card || !cards.key)) throw new LocalError('pass the institution card: --card CERT.pem --key KEY.pem, or --p12 FILE.p12 (remembered after the first login)');
   const helper = helperSettings(o, remembered.helper as HelperSettings | undefined);
-  if (card) remembered.cardFile = card;
-  if (key) remembered.keyFile = key;
   remembered.helper = helper;
-  return { server: origin, card: card ?? '', key: key ?? '', helper, trust, ...(o.asl || o.aslProd ? { asl: true } : {}), ...(o.aslProd ? { aslProduction: true } : {}) };
+  return { server: origin, ...cards, helper, trust, ...(o.asl || o.aslProd ? { asl: true } : {}), ...(o.aslProd ? { aslProduction: true } : {}) };
+}
+
+/**
+ * The card backend given now, else the one remembered with the server (which file, never a
+ * password): given now, it replaces the remembered one. Paths are kept absolute, for a later
+ * command may run in another folder.
+ */
+function cardChoice(o: SessionOptions, remembered: Record<string, unknown>): CardChoice {
+  if (o.p12 && (o.card || o.key)) throw new LocalError('pass one card: --card and --key, or --p12, not both');
+  if (o.p12) {
+    remembered.card = { backend: 'p12', p12File: absolute(o.p12) };
+  } else if (o.card || o.key) {
+    const was = remembered.card as { backend?: string; cardFile?: string; keyFile?: string } | undefined;
+    const pem = was?.backend === 'pem' ? was : {};
+    remembered.card = { backend: 'pem', cardFile: absolute(o.card) ?? pem.cardFile, keyFile: absolute(o.key) ?? pem.keyFile };
+  } else if (!remembered.card && (remembered.cardFile || remembered.keyFile)) {
+    // Key stores written before the card had a backend.
+    remembered.card = { backend: 'pem', cardFile: remembered.cardFile, keyFile: remembered.keyFile };
+  }
+  delete remembered.cardFile;
+  delete remembered.keyFile;
+  const c = remembered.card as { backend: 'pem' | 'p12'; cardFile?: string; keyFile?: string; p12File?: string } | undefined;
+  if (c?.backend === 'p12') return { p12: c.p12File };
+  return { card: c?.cardFile, key: c?.keyFile };
 }
 
 /**
@@ -215,7 +237,13 @@ const serverOption = (c: Command) =>
     .option('--require-ocsp', 'refuse a server that staples no OCSP answer for its certificate (remembered per server)');
 
 /** Commands that may log in by themselves take the card too (remembered per server after the first login). */
-const withCard = (c: Command) => serverOption(c).option('--card <file>', 'institution card certificate (PEM)').option('--key <file>', 'the card key (PEM)');
+const withCard = (c: Command) => cardOptions(serverOption(c));
+
+const cardOptions = (c: Command) =>
+  c
+    .option('--card <file>', 'institution card certificate (PEM)')
+    .option('--key <file>', 'the card key (PEM)')
+    .option('--p12 <file>', 'the institution card as a PKCS#12 file (password in TERMINUS_CLIENT_P12_PASSWORD)');
 
 /**
  * The URL of a FHIR path: relative to the server's `/fhir` base, given with or without that prefix
@@ -273,9 +301,7 @@ export function addCommands(cli: Command, io: CliIo): void {
       print(io, o, { protected_resource: d.resource, authorization_server: d.authorizationServer }, `${d.resource.resource} guarded by ${d.authorizationServer.issuer}`);
     });
 
-  serverOption(cli.command('login').description('discovery, registration (first time), token exchange'))
-    .option('--card <file>', 'institution card certificate (PEM)')
-    .option('--key <file>', 'the card key (PEM)')
+  cardOptions(serverOption(cli.command('login').description('discovery, registration (first time), token exchange')))
     .option('--attestation <kind>', 'software or tpm', (v) => {
       if (v !== 'software' && v !== 'tpm') throw new InvalidArgumentError('software or tpm');
       return v;

@@ -2,7 +2,8 @@ import { AslChannel } from './asl-channel';
 import { softwareAttestor, type Attestor } from './attestor';
 import { DEFAULT_PRODUCT, type ProductInfo } from './client-statement';
 import { createClientAssertion, createDpopProof, generateEcKey, type EcKey } from './crypto';
-import { createSubjectToken, type SoftwareCard } from './software-card';
+import type { InstitutionCard } from './card/institution-card';
+import { signSubjectToken } from './software-card';
 import { fetchTransport, type HttpRequest, type HttpResponse, type HttpTransport } from './transport';
 import { CLIENT_ASSERTION_TYPE_JWT as JWT_BEARER, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE as TOKEN_EXCHANGE, TOKEN_TYPE_JWT } from '../common/oauth';
 
@@ -190,7 +191,7 @@ export class GuardClient {
    * A usable access token: the current one while it has `minValiditySec` left, else a refresh,
    * else (refresh refused or session over) a new token exchange with fresh attestation (ZETA UC06 row 14).
    */
-  async ensureAccessToken(card: SoftwareCard, minValiditySec = 10): Promise<string> {
+  async ensureAccessToken(card: InstitutionCard | (() => Promise<InstitutionCard>), minValiditySec = 10): Promise<string> {
     if (this.tokens && this.tokens.expiresAt - this.now() > minValiditySec) return this.tokens.accessToken;
     this.refreshing ??= this.renew(card).finally(() => {
       this.refreshing = undefined;
@@ -199,7 +200,7 @@ export class GuardClient {
   }
 
   /** Refresh, else (refused or no session) a new token exchange; one at a time per client. */
-  private async renew(card: SoftwareCard): Promise<TokenSet> {
+  private async renew(card: InstitutionCard | (() => Promise<InstitutionCard>)): Promise<TokenSet> {
     if (this.tokens && this.dpopKey) {
       try {
         return await this.refresh();
@@ -207,7 +208,8 @@ export class GuardClient {
         if (!(err instanceof GuardClientError) || err.status >= 500 || err.status === 429) throw err;
       }
     }
-    return this.login(card);
+    // The card is opened only now: a refresh needs none (a Konnektor is not asked per refresh).
+    return this.login(typeof card === 'function' ? await card() : card);
   }
 
   /**
@@ -215,7 +217,7 @@ export class GuardClient {
    * A 401 (the guard does not know the client, or the assertion was refused) is answered once with a
    * fresh registration and exchange (gemSpec_ZETA A_27007); 400 and 403 end it.
    */
-  async login(card: SoftwareCard, o: { scope?: string } = {}): Promise<TokenSet> {
+  async login(card: InstitutionCard, o: { scope?: string } = {}): Promise<TokenSet> {
     try {
       return await this.loginOnce(card, o);
     } catch (err) {
@@ -225,7 +227,7 @@ export class GuardClient {
     }
   }
 
-  private async loginOnce(card: SoftwareCard, o: { scope?: string }): Promise<TokenSet> {
+  private async loginOnce(card: InstitutionCard, o: { scope?: string }): Promise<TokenSet> {
     if (!this.clientId || !this.clientKey) await this.register();
     const admission = card.admission;
     if (!admission) throw new Error('the card certificate has no admission extension');
@@ -246,7 +248,7 @@ export class GuardClient {
           clientStatement: await this.attestor.clientStatement({ clientId, clientKey, nonce, now: this.now() }),
         }),
         subject_token_type: TOKEN_TYPE_JWT,
-        subject_token: createSubjectToken(card, { clientId, telematikId: admission.telematikId, tokenEndpoint, nonce, clientJkt: clientKey.jkt, dpopJkt: dpopKey.jkt, now: this.now() }),
+        subject_token: await signSubjectToken(card, { clientId, telematikId: admission.telematikId, tokenEndpoint, nonce, clientJkt: clientKey.jkt, dpopJkt: dpopKey.jkt, now: this.now() }),
         resource: d.resource.resource,
       });
       if (o.scope) params.set('scope', o.scope);

@@ -2,20 +2,10 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { SoftwareCard } from './software-card';
+import { institutionCardChecks } from './card/card-checks';
+import { ClientInputError } from './input-error';
 
-/**
- * An input of the client that cannot be used (a file that is missing or of the wrong kind, an
- * option not set), found before anything is sent; names the option and the file. CLI exit 2.
- */
-export class ClientInputError extends Error {
-  constructor(
-    /** The library option: `server`, `card`, `key`, `password`, `helper.ca`, ... */
-    readonly option: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+export { ClientInputError };
 
 type Kind = 'certificate' | 'private key';
 
@@ -88,13 +78,5 @@ export function loadCard(card: string | undefined, key: string | undefined): Sof
   if (!spki(crypto.createPublicKey(keyObject)).equals(spki(x509.publicKey))) {
     throw new ClientInputError('key', `the card key ${priv.source} does not belong to the card certificate ${cert.source}`);
   }
-  const loaded = new SoftwareCard(cert.text, priv.text);
-  let admission: unknown;
-  try {
-    admission = loaded.admission;
-  } catch (err) {
-    throw new ClientInputError('card', `the card certificate ${cert.source} has an unreadable admission extension (${(err as Error).message})`);
-  }
-  if (!admission) throw new ClientInputError('card', `the card certificate ${cert.source} has no admission extension (Telematik-ID): not an institution card`);
-  return loaded;
+  return institutionCardChecks(new SoftwareCard(cert.text, priv.text), `the card certificate ${cert.source}`, 'card');
 }

@@ -4,8 +4,9 @@ import { helperAttestor, softwareAttestor, type Attestor } from './attestor';
 import { ecKeyFrom, generateEcKey, type EcKey } from './crypto';
 import { backoffDelay, GuardClient, RETRYABLE, type Discovery, type TokenSet } from './guard-client';
 import { KeyStore, type ServerState } from './key-store';
-import { ClientInputError, loadCard, readPem } from './pem-files';
-import type { SoftwareCard } from './software-card';
+import { ClientInputError, readPem } from './pem-files';
+import type { InstitutionCard } from './card/institution-card';
+import { openCard, type CardChoice } from './card/open-card';
 import { serverFetch, type ServerTrust } from './server-tls';
 import { fetchTransport, type HttpTransport } from './transport';
 import { unreachable } from './unreachable';
@@ -18,12 +19,9 @@ export interface HelperSettings {
   key: string;
 }
 
-export interface CreateClientOptions {
+export interface CreateClientOptions extends CardChoice {
   /** The repository's public origin (its PUBLIC_URL). */
   server: string;
-  /** The institution card certificate and key: file paths or PEM text. */
-  card: string;
-  key: string;
   /** Key store folder (default TERMINUS_CLIENT_HOME or ~/.terminus-client) and its password (default TERMINUS_CLIENT_PASSWORD). */
   home?: string;
   password?: string;
@@ -75,13 +73,16 @@ export class ClientSession {
     private readonly helperClient?: AttestationHelperClient,
   ) {}
 
-  private loadedCard?: SoftwareCard;
+  private loadedCard?: Promise<InstitutionCard>;
   /** Set by `logout` (and kept in the key store) until the next `login`. */
   private loggedOut = false;
 
   /** The institution card, read when a token exchange first needs it (status and logout do not). */
-  private get card(): SoftwareCard {
-    this.loadedCard ??= loadCard(this.o.card, this.o.key);
+  private card(): Promise<InstitutionCard> {
+    this.loadedCard ??= openCard(this.o);
+    this.loadedCard.catch(() => {
+      this.loadedCard = undefined; // a card that could not be opened is tried again next time
+    });
     return this.loadedCard;
   }
 
@@ -89,7 +90,7 @@ export class ClientSession {
   async parallelSession(): Promise<{ guard: GuardClient; login: () => Promise<TokenSet> }> {
     if (!this.guard.clientId) await this.login();
     const guard = new GuardClient({ server: this.origin, transport: this.o.transport ?? fetchTransport({ fetch: this.serverFetch }), clientKey: this.guard.clientKey, clientId: this.guard.clientId, attestor: this.attestor, discovery: this.guard.discoveryCache, retries: 0 });
-    return { guard, login: () => guard.login(this.card) };
+    return { guard, login: async () => guard.login(await this.card()) };
   }
 
   static async open(o: CreateClientOptions): Promise<ClientSession> {
@@ -160,7 +161,7 @@ export class ClientSession {
 
   /** Registration (first time per guard) and token exchange; ends a logout. */
   async login(o: { scope?: string } = {}): Promise<TokenSet> {
-    const tokens = await this.guard.login(this.card, o);
+    const tokens = await this.guard.login(await this.card(), o);
     if (this.loggedOut) {
       this.loggedOut = false;
       await this.persist();
@@ -171,7 +172,7 @@ export class ClientSession {
   /** A valid access token: refreshed ahead of expiry, concurrent callers share one refresh. */
   async accessToken(): Promise<string> {
     if (this.loggedOut) throw new LoggedOut(this.origin);
-    return this.guard.ensureAccessToken(this.card, REFRESH_AHEAD_SEC);
+    return this.guard.ensureAccessToken(() => this.card(), REFRESH_AHEAD_SEC);
   }
 
   /** Revokes the session at the guard and forgets its tokens and DPoP key; no new session until `login`. */
@@ -290,7 +291,7 @@ function helperFiles(h: HelperSettings): { ca: Buffer; cert: Buffer; key: Buffer
  */
 export async function createClient(o: CreateClientOptions): Promise<ClientSession> {
   checkServer(o.server);
-  loadCard(o.card, o.key);
+  await openCard(o);
   if (o.helper) helperFiles(o.helper);
   if (!o.store && !(o.password ?? process.env.TERMINUS_CLIENT_PASSWORD)) {
     throw new ClientInputError('password', 'the key store password is not set: pass the password option or set TERMINUS_CLIENT_PASSWORD (it encrypts the key store)');

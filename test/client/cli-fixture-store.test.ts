@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -164,11 +165,37 @@ test('login through another origin than PUBLIC_URL (localhost for 127.0.0.1): th
   const relative = card().map((a) => (a.startsWith('--') ? a : path.relative(process.cwd(), a)));
   expect((await cli(['login', '--server', origin, ...relative], { home: own })).code).toBe(0);
   const store = await KeyStore.open({ home: own, password: PASSWORD });
-  expect(store.server(origin)).toMatchObject({ cardFile: card()[1], keyFile: card()[3] });
+  expect(store.server(origin)).toMatchObject({ card: { backend: 'pem', cardFile: card()[1], keyFile: card()[3] } });
   store.close();
   const other = origin.replace('127.0.0.1', 'localhost');
   const r = await cli(['login', '--server', other, ...card()], { home: own });
   expect(r.code).toBe(1);
   expect(r.stderr).toContain('the server answered 409');
   expect(r.stderr).toContain(`hint: the server expects requests for the origin ${origin} (its PUBLIC_URL): pass --server ${origin}; this key store's client is registered there already\n`);
+});
+
+test('login --p12 (legacy and AES files): the card from PKCS#12, remembered with the server; a wrong password is exit 2', async () => {
+  const pki = path.join(dir, 'pki');
+  for (const legacy of [false, true]) {
+    const p12 = path.join(dir, `card-bp256${legacy ? '-legacy' : ''}.p12`);
+    execFileSync('openssl', ['pkcs12', '-export', '-in', path.join(pki, 'card-brainpool.pem'), '-inkey', path.join(pki, 'card-brainpool.key.pem'), '-out', p12, '-passout', 'pass:00', ...(legacy ? ['-legacy'] : [])], { stdio: 'ignore' });
+    const own = path.join(dir, `p12-home-${legacy}`);
+    process.env.TERMINUS_CLIENT_P12_PASSWORD = 'wrong';
+    try {
+      const refused = await cli(['login', '--server', origin, '--p12', p12], { home: own });
+      expect([refused.code, refused.stderr]).toEqual([2, expect.stringContaining(`the PKCS#12 file ${p12}: wrong password (TERMINUS_CLIENT_P12_PASSWORD)`)]);
+      process.env.TERMINUS_CLIENT_P12_PASSWORD = '00';
+      const login = await cli(['login', '--server', origin, '--p12', p12], { home: own });
+      expect([login.code, login.stderr]).toEqual([0, '']);
+      const store = await KeyStore.open({ home: own, password: PASSWORD });
+      expect(store.server(origin)).toMatchObject({ card: { backend: 'p12', p12File: p12 } });
+      expect(JSON.stringify(store.data)).not.toContain('"00"');
+      store.close();
+      // A later command logs in again by itself with the remembered file (after a logout ends the session it must not).
+      const search = await cli(['search', 'Slot', '_count=1'], { home: own });
+      expect(search.code).toBe(0);
+    } finally {
+      delete process.env.TERMINUS_CLIENT_P12_PASSWORD;
+    }
+  }
 });

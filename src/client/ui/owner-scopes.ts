@@ -1,3 +1,4 @@
+import type { CardChoice } from '../card/open-card';
 import type { ClientSession } from '../session';
 
 /** The scope the guard grants to REPOSITORY_OWNERS: confirm, decline, create calendars. */
@@ -12,11 +13,11 @@ const hasOwnerScope = (scope: string | undefined) => (scope ?? '').split(' ').in
  * though the card is an owner now. A second token exchange of the same client (kept nowhere,
  * revoked at once) tells that case from a card that is no owner.
  */
-export async function ownerScopeWarning(session: ClientSession, login: { card: string; key: string }): Promise<string | undefined> {
+export async function ownerScopeWarning(session: ClientSession, login: CardChoice): Promise<string | undefined> {
   const scope = session.guard.tokens?.scope ?? '';
   if (hasOwnerScope(scope)) return undefined;
   if (hasOwnerScope(await scopeOfNewSession(session))) {
-    return `this session has no owner scopes (${scope}): it began before the server listed this card in REPOSITORY_OWNERS, and a refresh keeps a session's scopes. Log in again to get them: terminus-client login --server ${shellWord(session.origin)} --card ${shellWord(login.card)} --key ${shellWord(login.key)}`;
+    return `this session has no owner scopes (${scope}): it began before the server listed this card in REPOSITORY_OWNERS, and a refresh keeps a session's scopes. Log in again to get them: terminus-client login --server ${shellWord(session.origin)} ${cardWords(login)}`;
   }
   return `this card has no owner scopes (${scope}); put its Telematik-ID into the server's REPOSITORY_OWNERS to confirm appointments and create calendars, then log in again (terminus-client login)`;
 }
@@ -33,6 +34,12 @@ async function scopeOfNewSession(session: ClientSession): Promise<string | undef
   } catch {
     return undefined;
   }
+}
+
+/** The card options of a login command line (the files, never a password). */
+function cardWords(c: CardChoice): string {
+  if (c.p12) return `--p12 ${shellWord(c.p12)}`;
+  return `--card ${shellWord(c.card ?? '')} --key ${shellWord(c.key ?? '')}`;
 }
 
 /** A word a POSIX shell reads back unchanged (IEEE Std 1003.1, 2.2.3 single quotes). */
