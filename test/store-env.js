@@ -11,6 +11,7 @@
  * only, which CI runs on both Node versions.
  */
 const STORE_FREE = [
+  'test/client/kon-file.test.ts',
   'test/client/p12-card.test.ts',
   'test/guard/anchor-source.test.ts',
   'test/guard/tsl-signature.test.ts',
