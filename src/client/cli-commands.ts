@@ -6,6 +6,7 @@ import { GuardClient, GuardClientError } from './guard-client';
 import { KeyStore, KeyStoreError } from './key-store';
 import { ClientInputError } from './pem-files';
 import type { CardChoice } from './card/open-card';
+import { KonnektorError } from './card/konnektor/konnektor-error';
 import { requireSecureOrigin, serverFetch, type ServerTrust } from './server-tls';
 import { fetchTransport } from './transport';
 import { ClientSession, LoggedOut, type HelperSettings } from './session';
@@ -51,6 +52,7 @@ interface SessionOptions {
   card?: string;
   key?: string;
   p12?: string;
+  konnektor?: string;
   attestation?: string;
   helper?: string;
   helperCa?: string;
@@ -119,7 +121,7 @@ function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolea
   const remembered = store.server(origin) as Record<string, unknown>;
   const trust = serverTrust(o, remembered);
   const cards = cardChoice(o, remembered);
-  if (requireCard && !cards.p12 && (!cards.card || !cards.key)) throw new LocalError('pass the institution card: --card CERT.pem --key KEY.pem, or --p12 FILE.p12 (remembered after the first login)');
+  if (requireCard && !cards.p12 && !cards.konnektor && (!cards.card || !cards.key)) throw new LocalError('pass the institution card: --konnektor FILE.kon, --p12 FILE.p12, or --card CERT.pem --key KEY.pem (remembered after the first login)');
   const helper = helperSettings(o, remembered.helper as HelperSettings | undefined);
   remembered.helper = helper;
   return { server: origin, ...cards, helper, trust, ...(o.asl || o.aslProd ? { asl: true } : {}), ...(o.aslProd ? { aslProduction: true } : {}) };
@@ -131,8 +133,10 @@ function sessionSettings(o: SessionOptions, store: KeyStore, requireCard: boolea
  * command may run in another folder.
  */
 function cardChoice(o: SessionOptions, remembered: Record<string, unknown>): CardChoice {
-  if (o.p12 && (o.card || o.key)) throw new LocalError('pass one card: --card and --key, or --p12, not both');
-  if (o.p12) {
+  if ([o.p12, o.konnektor, o.card || o.key].filter(Boolean).length > 1) throw new LocalError('pass one card: --konnektor, --p12, or --card and --key');
+  if (o.konnektor) {
+    remembered.card = { backend: 'konnektor', konFile: absolute(o.konnektor) };
+  } else if (o.p12) {
     remembered.card = { backend: 'p12', p12File: absolute(o.p12) };
   } else if (o.card || o.key) {
     const was = remembered.card as { backend?: string; cardFile?: string; keyFile?: string } | undefined;
@@ -144,7 +148,8 @@ function cardChoice(o: SessionOptions, remembered: Record<string, unknown>): Car
   }
   delete remembered.cardFile;
   delete remembered.keyFile;
-  const c = remembered.card as { backend: 'pem' | 'p12'; cardFile?: string; keyFile?: string; p12File?: string } | undefined;
+  const c = remembered.card as { backend: 'pem' | 'p12' | 'konnektor'; cardFile?: string; keyFile?: string; p12File?: string; konFile?: string } | undefined;
+  if (c?.backend === 'konnektor') return { konnektor: c.konFile };
   if (c?.backend === 'p12') return { p12: c.p12File };
   return { card: c?.cardFile, key: c?.keyFile };
 }
@@ -243,7 +248,8 @@ const cardOptions = (c: Command) =>
   c
     .option('--card <file>', 'institution card certificate (PEM)')
     .option('--key <file>', 'the card key (PEM)')
-    .option('--p12 <file>', 'the institution card as a PKCS#12 file (password in TERMINUS_CLIENT_P12_PASSWORD)');
+    .option('--p12 <file>', 'the institution card as a PKCS#12 file (password in TERMINUS_CLIENT_P12_PASSWORD)')
+    .option('--konnektor <file>', "the SMC-B behind the practice's Konnektor, as a .kon file (gematik zeta-cli format)");
 
 /**
  * The URL of a FHIR path: relative to the server's `/fhir` base, given with or without that prefix
@@ -318,6 +324,17 @@ export function addCommands(cli: Command, io: CliIo): void {
         print(io, o, out, `logged in to ${s.origin} as client ${s.guard.clientId} (${out.attestation}); scopes ${t.scope}; access token until ${out.expires_at}`);
       }),
     );
+
+  const konnektor = cli.command('konnektor').description("the practice's Konnektor, as a .kon file (gematik zeta-cli format) describes it");
+  konnektor
+    .command('inspect <file>')
+    .description('the Konnektor\'s services and versions, its SMC-Bs with handle, Telematik-ID and PIN status')
+    .option('--json', 'print JSON at a terminal too')
+    .action(async (file: string, o: { json?: boolean }) => {
+      const { inspectKonnektor, inspectionText } = await import('./card/konnektor/inspect');
+      const report = await inspectKonnektor(file);
+      print(io, o, report, inspectionText(report));
+    });
 
   serverOption(cli.command('status').description('session state from the key store')).action(async (o: SessionOptions) =>
     withSession(o, async (s) => {
@@ -464,6 +481,10 @@ export async function report(err: unknown, io: CliIo): Promise<number> {
     io.err(`${lines.join('\n')}\n`);
     if (!io.isTTY && body !== undefined) io.out(`${JSON.stringify(body)}\n`);
     return 1;
+  }
+  if (err instanceof KonnektorError) {
+    io.err(`terminus-client: ${err.message}\n`);
+    return err.kind === 'unreachable' ? 2 : 1;
   }
   if (err instanceof LoggedOut) {
     io.err(`terminus-client: not logged in to ${err.origin} (logged out): run terminus-client login\n`);

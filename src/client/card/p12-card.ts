@@ -24,35 +24,42 @@ export function readP12Card(file: string, password: string | undefined): Softwar
     const code = (err as NodeJS.ErrnoException).code;
     throw new ClientInputError('p12', `${source} ${code === 'ENOENT' ? 'does not exist' : `cannot be read (${code ?? (err as Error).message})`}`);
   }
-  const bags = openPfx(der, password, source);
-  const keys = bags.keys.map((k) => keyObjectOf(k, source));
+  const { key, leaf, chain } = readPkcs12(der, password, source, 'p12');
+  const card = new SoftwareCard(leaf.toString(), key, chain.map((c) => c.toString()), `the card key in ${source}`);
+  return institutionCardChecks(card, `the card certificate in ${source}`, 'p12');
+}
+
+/**
+ * The first private key of a PKCS#12 container with its certificate, and the other certificates
+ * (self-signed roots left out) as its chain. `option` names the input in errors (`p12`, `konnektor`).
+ */
+export function readPkcs12(der: Buffer, password: string, source: string, option: string): { key: crypto.KeyObject; leaf: crypto.X509Certificate; chain: crypto.X509Certificate[] } {
+  const bags = openPfx(der, password, source, option);
+  const keys = bags.keys.map((k) => keyObjectOf(k, source, option));
   const certs = bags.certs.map((c) => new crypto.X509Certificate(c));
   const spki = (k: crypto.KeyObject) => k.export({ type: 'spki', format: 'der' });
   for (const key of keys) {
     const own = spki(crypto.createPublicKey(key));
     const leaf = certs.find((c) => spki(c.publicKey).equals(own));
-    if (!leaf) continue;
-    const chain = certs.filter((c) => c !== leaf && !c.checkIssued(c)).map((c) => c.toString());
-    const card = new SoftwareCard(leaf.toString(), key, chain, `the card key in ${source}`);
-    return institutionCardChecks(card, `the card certificate in ${source}`, 'p12');
+    if (leaf) return { key, leaf, chain: certs.filter((c) => c !== leaf && !c.checkIssued(c)) };
   }
-  throw new ClientInputError('p12', `${source} holds no private key with its certificate (${keys.length} key(s), ${certs.length} certificate(s))`);
+  throw new ClientInputError(option, `${source} holds no private key with its certificate (${keys.length} key(s), ${certs.length} certificate(s))`);
 }
 
-function openPfx(der: Buffer, password: string, source: string): { keys: forge.asn1.Asn1[]; certs: Buffer[] } {
+function openPfx(der: Buffer, password: string, source: string, option: string): { keys: forge.asn1.Asn1[]; certs: Buffer[] } {
   let asn1: forge.asn1.Asn1;
   try {
     asn1 = forge.asn1.fromDer(forge.util.createBuffer(der.toString('binary')));
   } catch {
-    throw new ClientInputError('p12', `${source} is not a PKCS#12 file (not DER)`);
+    throw new ClientInputError(option, `${source} is not a PKCS#12 file (not DER)`);
   }
   let p12: forge.pkcs12.Pkcs12Pfx;
   try {
     p12 = forge.pkcs12.pkcs12FromAsn1(asn1, true, password);
   } catch (err) {
     const message = (err as Error).message;
-    if (/MAC could not be verified|Invalid password|wrong password/i.test(message)) throw new ClientInputError('p12Password', `${source}: wrong password (TERMINUS_CLIENT_P12_PASSWORD)`);
-    throw new ClientInputError('p12', `${source} is not a readable PKCS#12 file (${message})`);
+    if (/MAC could not be verified|Invalid password|wrong password/i.test(message)) throw new ClientInputError(option === 'p12' ? 'p12Password' : option, `${source}: wrong password${option === 'p12' ? ' (TERMINUS_CLIENT_P12_PASSWORD)' : ''}`);
+    throw new ClientInputError(option, `${source} is not a readable PKCS#12 file (${message})`);
   }
   const { pkcs8ShroudedKeyBag, keyBag, certBag } = forge.pki.oids;
   const bagsOf = (type: string) => p12.getBags({ bagType: type })[type] ?? [];
@@ -64,10 +71,10 @@ function openPfx(der: Buffer, password: string, source: string): { keys: forge.a
   return { keys, certs };
 }
 
-function keyObjectOf(asn1: forge.asn1.Asn1, source: string): crypto.KeyObject {
+function keyObjectOf(asn1: forge.asn1.Asn1, source: string, option: string): crypto.KeyObject {
   try {
     return crypto.createPrivateKey({ key: Buffer.from(forge.asn1.toDer(asn1).getBytes(), 'binary'), format: 'der', type: 'pkcs8' });
   } catch (err) {
-    throw new ClientInputError('p12', `${source} holds a private key node:crypto cannot use (${(err as Error).message})`);
+    throw new ClientInputError(option, `${source} holds a private key node:crypto cannot use (${(err as Error).message})`);
   }
 }

@@ -38,6 +38,7 @@ async function scopeOfNewSession(session: ClientSession): Promise<string | undef
 
 /** The card options of a login command line (the files, never a password). */
 function cardWords(c: CardChoice): string {
+  if (c.konnektor) return `--konnektor ${shellWord(c.konnektor)}`;
   if (c.p12) return `--p12 ${shellWord(c.p12)}`;
   return `--card ${shellWord(c.card ?? '')} --key ${shellWord(c.key ?? '')}`;
 }
