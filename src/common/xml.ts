@@ -46,7 +46,8 @@ export function parseXml(xml: string, what: string, maxBytes: number): XmlDocume
 export function childrenNamed(el: XmlNode, ns: string, name: string): XmlElement[] {
   const out: XmlElement[] = [];
   for (let n = el.firstChild; n; n = n.nextSibling) {
-    if (n.nodeType === 1 && n.namespaceURI === ns && n.localName === name) out.push(n as XmlElement);
+    // An element in no namespace has namespaceURI null; '' asks for those.
+    if (n.nodeType === 1 && (n.namespaceURI ?? '') === ns && n.localName === name) out.push(n as XmlElement);
   }
   return out;
 }

@@ -48,9 +48,8 @@ export class KonnektorClient {
   }
 
   /** The version of `service` calls go to (endpointOf's choice). */
-  private serviceVersion(service: KonService): string | undefined {
-    const endpoint = endpointOf(this.directory, service, this.kon.url);
-    return this.directory.services.find((s) => s.name === service)?.versions.find((v) => v.endpointTls === endpoint)?.version;
+  private serviceVersion(service: KonService): string {
+    return endpointOf(this.directory, service, this.kon.url).version;
   }
 
   /** conn/ConnectorContext.xsd: MandantId, ClientSystemId, WorkplaceId, UserId?, in the CONN namespace. */
@@ -60,7 +59,7 @@ export class KonnektorClient {
   }
 
   private async call(service: KonService, operation: string, body: XmlTree): Promise<XmlElement> {
-    const endpoint = endpointOf(this.directory, service, this.kon.url);
+    const { endpoint } = endpointOf(this.directory, service, this.kon.url);
     const action = (KON_SERVICES[service].actions as Record<string, string>)[operation];
     const answer = await soapCall(this.fetcher, endpoint, action, body, this.timeoutMs);
     statusIsOk(answer, `${service}.${operation}`);

@@ -80,7 +80,7 @@ export async function readServiceDirectory(fetcher: typeof fetch, url: string, r
  * belongs to (EventService 7.2.x, ...), at its TLS endpoint (ServiceInformation.xsd: EndpointTLS
  * is mandatory, Endpoint optional and plain HTTP).
  */
-export function endpointOf(sds: ServiceDirectory, name: KonService, url: string): string {
+export function endpointOf(sds: ServiceDirectory, name: KonService, url: string): { endpoint: string; version: string } {
   const line = KON_SERVICES[name].major;
   const versions = sds.services.find((s) => s.name === name)?.versions.filter((v) => v.version === line || v.version.startsWith(`${line}.`)) ?? [];
   const best = versions.sort((a, b) => compareVersions(b.version, a.version))[0];
@@ -88,7 +88,7 @@ export function endpointOf(sds: ServiceDirectory, name: KonService, url: string)
     const offered = sds.services.find((s) => s.name === name)?.versions.map((v) => v.version).join(', ');
     throw new KonnektorError('protocol', `the Konnektor at ${url} offers no ${name} ${line}.x with a TLS endpoint${offered ? ` (it offers ${offered})` : ''}`);
   }
-  return best.endpointTls;
+  return { endpoint: best.endpointTls, version: best.version };
 }
 
 function compareVersions(a: string, b: string): number {

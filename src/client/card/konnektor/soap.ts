@@ -79,6 +79,8 @@ export function gematikError(text: string, code: number | undefined, operation?:
 
 export function unreachableError(url: string, err: unknown): KonnektorError {
   const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  // The TLS checks of konnektor-tls.ts refuse inside the connection; fetch hands their error on as the cause.
+  if (cause instanceof KonnektorError) return cause;
   if ((err as Error).name === 'TimeoutError') return new KonnektorError('unreachable', `the Konnektor at ${url} did not answer in time`);
   const detail = cause?.code ? `${cause.code}${cause.message ? `: ${cause.message}` : ''}` : (cause?.message ?? (err as Error).message);
   return new KonnektorError('unreachable', `the Konnektor at ${url} cannot be reached (${detail})`);
