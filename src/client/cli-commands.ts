@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { bookParameters, withScheduleCodes, type BookableSlot } from './book-request';
 import { GuardClient, GuardClientError } from './guard-client';
-import { KeyStore, KeyStoreError } from './key-store';
+import { defaultHome, KeyStore, KeyStoreError } from './key-store';
 import { ClientInputError } from './pem-files';
 import type { CardChoice } from './card/open-card';
 import { KonnektorError } from './card/konnektor/konnektor-error';
@@ -182,6 +182,40 @@ async function servePracticePage(io: CliIo, o: SessionOptions & { port: number; 
       process.once('SIGTERM', resolve);
     });
     await ui.close();
+  } finally {
+    session.close();
+  }
+}
+
+/**
+ * `serve`: the local signing proxy for the session (logged in first, so a card or Konnektor problem
+ * shows now, not at a practice system's first request); runs until SIGINT or SIGTERM.
+ */
+async function serveSigningProxy(io: CliIo, o: SessionOptions & { socket?: string; port?: number }): Promise<void> {
+  if (o.socket && o.port !== undefined) throw new LocalError('pass --socket or --port, not both');
+  const store = await KeyStore.open();
+  let settings: ReturnType<typeof sessionSettings>;
+  try {
+    settings = sessionSettings(o, store, true);
+    store.save();
+  } finally {
+    store.close();
+  }
+  const session = await ClientSession.open(settings);
+  try {
+    await session.accessToken();
+    const { startSigningProxy } = await import('./proxy/signing-proxy');
+    const socket = o.port === undefined ? path.resolve(o.socket ?? path.join(defaultHome(), 'serve.sock')) : undefined;
+    const proxy = await startSigningProxy({ session, socket, port: o.port, log: (line) => io.err(`${line}\n`) }).catch((err: NodeJS.ErrnoException) => {
+      throw err.code === 'EADDRINUSE' ? new LocalError(socket ? `--socket ${socket} is in use by another running proxy` : `--port ${o.port}: 127.0.0.1:${o.port} is already in use`) : err;
+    });
+    const base = proxy.address.startsWith('unix:') ? `curl --unix-socket ${socket} http://localhost/fhir/...` : `${proxy.address}/fhir`;
+    print(io, o, { listening: proxy.address, server: session.origin }, `Signing proxy for ${session.origin} at ${proxy.address} (FHIR base: ${base}; Ctrl-C stops it)`);
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', resolve);
+      process.once('SIGTERM', resolve);
+    });
+    await proxy.close();
   } finally {
     session.close();
   }
@@ -405,6 +439,15 @@ export function addCommands(cli: Command, io: CliIo): void {
       answer(o, await fhirCall(s, 'PATCH', ref, { body: JSON.stringify(patch) }), (j) => resourceLine(j));
     }),
   );
+
+  withCard(cli.command('serve').description('a local signing proxy: any FHIR client books through it without DPoP (/fhir/..., GET /api/health)'))
+    .option('--socket <path>', 'a unix socket, created mode 600 (default: serve.sock in the key store folder)')
+    .option('--port <n>', 'a port on 127.0.0.1 instead of the socket', (v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('a port number');
+      return n;
+    })
+    .action(async (o: SessionOptions & { socket?: string; port?: number }) => serveSigningProxy(io, o));
 
   withCard(cli.command('http <method> <path>').description('any authenticated request to the FHIR base (/fhir for a transaction Bundle, Slot?..., /fhir/metadata); prints status, headers and body'))
     .option('--data <file>', 'request body from a file')
