@@ -12,6 +12,7 @@ import { benchClient } from './client';
 import { benchAsl } from './asl';
 import { benchStart } from './start';
 import { benchTls } from './tls';
+import { benchKonnektor } from './konnektor';
 import { serverNode } from './lib/server';
 
 /**
@@ -29,6 +30,7 @@ const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
   asl: { title: 'Additional security layer: handshake, one frame, a slot search through the tunnel', run: benchAsl },
   start: { title: 'Cold start: the first requests of a fresh process against warm ones', run: benchStart },
   tls: { title: 'TLS 1.3 against plain HTTP: per request on a kept-alive connection and on a new one', run: benchTls },
+  konnektor: { title: 'The TI client paths: a login signed by the SMC-B behind a Konnektor, and the local signing proxy', run: benchKonnektor },
   compare: { title: 'This tree against a baseline revision: enforcement point and search (same run)', run: benchCompare },
 };
 
