@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Appointment, Bundle, Patient, Slot } from '@medplum/fhirtypes';
 import { createClient, type ClientSession } from '../../src/client';
+import { startSigningProxy } from '../../src/client/proxy/signing-proxy';
 import { createDevPki, writeDevPki } from '../../src/guard/pki/dev-pki';
 import { startServer, type RunningServer } from '../../src/server';
 import { createTestContext } from '../helpers/context';
@@ -141,4 +142,26 @@ test('the CLI with --asl: http POST /fhir/Patient --data, book --patient-file, h
   // What the CLI wrote is in the store as sent.
   const stored = await library.fetch(`${origin}/fhir/Appointment/${appointment.id}`, { headers: { accept: 'application/fhir+json' } });
   expect((await stored.json()) as Appointment).toMatchObject({ status: 'cancelled', comment: 'über die Kommandozeile' });
+});
+
+test('the local signing proxy in front of a server that requires ASL: a plain FHIR client creates, books and patches, its bodies through the tunnel unchanged', async () => {
+  const proxy = await startSigningProxy({ session: library, port: 0 });
+  try {
+    const base = `${proxy.address}/fhir`;
+    const created = await fetch(`${base}/Patient`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ resourceType: 'Patient', name: [{ family: 'Öztürk-Łukasz', given: ['Zoë 👩‍⚕️'] }] }) });
+    expect(created.status).toBe(201);
+    const patient = (await created.json()) as Patient;
+    expect(patient.name).toEqual([{ family: 'Öztürk-Łukasz', given: ['Zoë 👩‍⚕️'] }]);
+    const [slot] = await freeSlots(1);
+    const booking = { resourceType: 'Parameters', parameter: [{ name: 'appt-resource', resource: { resourceType: 'Appointment', status: 'proposed', start: slot.start, end: slot.end, serviceType: slot.serviceType, specialty: slot.specialty, slot: [{ reference: `Slot/${slot.id}` }], participant: [{ actor: { reference: `Patient/${patient.id}` }, status: 'accepted' }] } }] };
+    const booked = await fetch(`${base}/Appointment/$book`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(booking) });
+    const appointment = (await booked.json()) as Appointment;
+    expect(BOOKED).toContainEqual([booked.status, appointment.status]);
+    const patched = await fetch(`${base}/Appointment/${appointment.id}`, { method: 'PATCH', headers: { ...JSON_HEADERS, 'content-type': 'application/json-patch+json' }, body: JSON.stringify([{ op: 'replace', path: '/status', value: 'cancelled' }]) });
+    expect([patched.status, ((await patched.json()) as Appointment).status]).toEqual([200, 'cancelled']);
+    // The proxy itself spoke plain HTTP only to this process: /fhir on the server stays ASL-only.
+    expect(library.guard.usesAsl()).toBe(true);
+  } finally {
+    await proxy.close();
+  }
 });
