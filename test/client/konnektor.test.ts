@@ -163,6 +163,17 @@ describe('login through the Konnektor', () => {
     expect(r.stderr).not.toMatch(/soap:|<\?xml|Envelope/);
   });
 
+  test('rewriteServiceEndpoints, a pinned end-entity certificate and expectedHost, as a Konnektor behind NAT needs them', async () => {
+    const s = await standIn([smcb('CH-1', '5-NAT', 'P-256')], { advertise: 'https://konnektor.invalid:8443' });
+    const serverCert = new crypto.X509Certificate(fs.readFileSync(path.join(dir, 'tls', 'konnektor-ca-konnektor.praxis.local.pem'))).raw.toString('base64');
+    const home = path.join(dir, `home-${crypto.randomUUID()}`);
+    const unreachable = await cli(['login', '--server', origin, '--konnektor', konFile(s)], { TERMINUS_CLIENT_HOME: home });
+    expect([unreachable.code, unreachable.stderr]).toEqual([2, expect.stringMatching(/the Konnektor at https:\/\/konnektor\.invalid:8443\/ws\/\w+ cannot be reached/)]);
+    const kon = konFile(s, { rewriteServiceEndpoints: true, trustStore: [serverCert], expectedHost: 'konnektor.praxis.local' });
+    const login = await cli(['login', '--server', origin, '--konnektor', kon], { TERMINUS_CLIENT_HOME: home });
+    expect([login.code, login.stderr]).toEqual([0, '']);
+  });
+
   test('the key store remembers the .kon file, never the secrets it substitutes', async () => {
     const s = await standIn([smcb('CH-1', '5-REMEMBER', 'P-256')]);
     const kon = konFile(s);

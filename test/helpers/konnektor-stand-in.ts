@@ -36,6 +36,8 @@ export interface StandInOptions {
   delayMs?: number;
   /** A SOAP fault with this gematik code for one operation. */
   fault?: { operation: string; code: number; text: string };
+  /** The base its service directory names (a Konnektor behind NAT names addresses the client cannot reach). */
+  advertise?: string;
 }
 
 export interface StandIn {
@@ -54,6 +56,8 @@ class SchemaViolation extends Error {}
 
 export async function startKonnektorStandIn(options: StandInOptions): Promise<StandIn> {
   const calls: Record<string, number> = {};
+  let url = '';
+  let closed = false;
   const server = https.createServer(
     {
       cert: fs.readFileSync(options.cert),
@@ -67,14 +71,15 @@ export async function startKonnektorStandIn(options: StandInOptions): Promise<St
       req.on('end', () => {
         void (async () => {
           if (options.delayMs) await new Promise((r) => setTimeout(r, options.delayMs));
+          // A delayed answer to a client that gave up, after the test closed the stand-in: nothing to say.
+          if (closed) return void res.destroy();
           if (options.basic) {
             const expected = `Basic ${Buffer.from(`${options.basic.username}:${options.basic.password}`).toString('base64')}`;
             if (req.headers.authorization !== expected) return res.writeHead(401, { 'www-authenticate': 'Basic realm="Konnektor"' }).end();
           }
-          const { url: base, port } = { url: `https://127.0.0.1`, port: (server.address() as AddressInfo).port };
           if (req.method === 'GET' && req.url === '/connector.sds') {
             calls.sds = (calls.sds ?? 0) + 1;
-            return res.writeHead(200, { 'content-type': 'text/xml; charset=UTF-8' }).end(serviceDirectory(`${base}:${port}`));
+            return res.writeHead(200, { 'content-type': 'text/xml; charset=UTF-8' }).end(serviceDirectory(options.advertise ?? url));
           }
           const service = /^\/ws\/(\w+)$/.exec(req.url ?? '')?.[1] as keyof typeof KON_SERVICES | undefined;
           if (req.method !== 'POST' || !service || !(service in KON_SERVICES)) return res.writeHead(404).end();
@@ -91,18 +96,19 @@ export async function startKonnektorStandIn(options: StandInOptions): Promise<St
             if (err instanceof CardFault) return fault(res, err.code, err.message);
             fault(res, 4000, `schema violation: ${(err as Error).message}`);
           }
-        })();
+        })().catch(() => res.destroy());
       });
     },
   );
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
     url,
     calls,
     options,
     close: () =>
       new Promise((r) => {
+        closed = true;
         server.closeAllConnections();
         server.close(() => r());
       }),
