@@ -51,6 +51,9 @@ const STORE_FREE = [
 
 /** Read DATABASE_URL, never REDIS_URL: `postgres-no-redis` would run them exactly as `postgres` does. */
 const REDIS_FREE = [
+  'test/client/konnektor.test.ts',
+  'test/client/signing-proxy.test.ts',
+  'test/guard/card-tsl.test.ts',
   'test/app.test.ts',
   'test/booking/book.test.ts',
   'test/booking/concurrency.test.ts',

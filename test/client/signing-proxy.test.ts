@@ -122,7 +122,8 @@ test('terminus-client serve: logs in, listens on its socket (mode 600) until SIG
   const sock = path.join(dir, 'serve-run', 'proxy.sock');
   const child = spawn(process.execPath, [...entryArgs('src/client/cli.ts'), 'serve', '--server', origin, '--card', path.join(dir, 'pki', 'card-brainpool.pem'), '--key', path.join(dir, 'pki', 'card-brainpool.key.pem'), '--socket', sock], {
     cwd: projectPath(),
-    env: { ...process.env, TERMINUS_CLIENT_HOME: home, TERMINUS_CLIENT_PASSWORD: 'serve test passphrase' },
+    // Named, not copied: the CLI needs no store variable (and this file reads none, test/store-env.js).
+    env: { PATH: process.env.PATH ?? '', HOME: os.homedir(), TERMINUS_CLIENT_HOME: home, TERMINUS_CLIENT_PASSWORD: 'serve test passphrase' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   try {

@@ -63,7 +63,7 @@ describe('CARD_TSL from a file', () => {
   beforeAll(async () => {
     file = path.join(dir, 'tsl.xml');
     publish(file, list(10, [smcb(smcbCa1), smcb(smcbCa2), smcb(withdrawnCa, SVC_STATUS.withdrawn)]));
-    h = await guardHarness({ env: { CARD_TSL: file, CARD_TSL_SIGNER_CA: path.join(dir, 'signer-ca.pem'), CARD_TSL_REFRESH: '1s', DATA_DIR: path.join(dir, 'data-file') } });
+    h = await guardHarness({ redis: false, env: { CARD_TSL: file, CARD_TSL_SIGNER_CA: path.join(dir, 'signer-ca.pem'), CARD_TSL_REFRESH: '1s', DATA_DIR: path.join(dir, 'data-file') } });
   });
   afterAll(() => h.close());
 
@@ -138,7 +138,7 @@ describe('CARD_TSL at start', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/ECC/ECC-RSA_TSL.xml`;
     const env = { CARD_TSL: url, CARD_TSL_SIGNER_CA: path.join(dir, 'signer-ca.pem'), DATA_DIR: path.join(dir, 'data-url') };
-    const first = await guardHarness({ env });
+    const first = await guardHarness({ redis: false, env });
     try {
       expect((await exchange(first, { card: cardOf(smcbCa1, '1-URL-PRAXIS') })).res.status).toBe(200);
       expect(fs.readFileSync(path.join(dir, 'data-url', 'trust', 'card-tsl.xml'), 'utf8')).toBe(xml);
@@ -146,7 +146,7 @@ describe('CARD_TSL at start', () => {
       await first.close();
       await new Promise((r) => server.close(r));
     }
-    const second = await guardHarness({ env });
+    const second = await guardHarness({ redis: false, env });
     try {
       expect((await exchange(second, { card: cardOf(smcbCa1, '1-URL-PRAXIS') })).res.status).toBe(200);
       expect(await readyz(second)).toMatchObject({ status: 200, card_tsl: { status: 'degraded', sequence: '20', reason: expect.stringMatching(/could not be fetched/) } });

@@ -32,7 +32,7 @@ export interface Harness {
  */
 export async function guardHarness(o: { env?: Record<string, string>; db?: Db; redis?: boolean; app?: (ctx: AppContext) => Express } = {}): Promise<Harness> {
   const ctx = await createTestContext({ env: o.env, db: o.db });
-  const redis = process.env.REDIS_URL && o.redis !== false ? new Redis(process.env.REDIS_URL, { maxRetriesPerRequest: 2 }) : undefined;
+  const redis = o.redis !== false && process.env.REDIS_URL ? new Redis(process.env.REDIS_URL, { maxRetriesPerRequest: 2 }) : undefined;
   if (redis) ctx.redis = redis;
   const app = (o.app ?? createApp)(ctx);
   const publicUrl = ctx.config.publicUrl;
