@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import cors from 'cors';
 import express, { type Express, type NextFunction, type Request, type RequestHandler, type Response } from 'express';
-import { bookingInterceptors } from './booking';
+import { bookingInterceptors, SlotRetention } from './booking';
 import type { AppContext } from './context';
 import { fhirBodyText, fhirEnv, fhirReachPort, fhirRouter, route, type FhirEnv, type Operation } from './fhir';
 import { pathSegments } from './model';
@@ -82,6 +82,7 @@ export function composeParts(ctx: AppContext, options: Extensions = {}): Parts {
   const fhir = fhirEnv(ctx, { interceptors, jobs, operations: options.operations });
   subscriptions = new Subscriptions(ctx, fhir.repo, kek);
   const delivery = subscriptions;
+  const retention = new SlotRetention(ctx, fhir.repo);
   return {
     ctx,
     fhir,
@@ -90,8 +91,10 @@ export function composeParts(ctx: AppContext, options: Extensions = {}): Parts {
     async start(settings) {
       await jobs.start();
       delivery.start(settings);
+      retention.start();
     },
     async stop() {
+      await retention.stop();
       await delivery.stop();
       await jobs.stop();
     },

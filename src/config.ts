@@ -36,6 +36,11 @@ export interface Config {
   registrationTtlSec: number;
   /** Calendar window search results kept per process (SEARCH_CACHE_ENTRIES, default 1000; 0: no cache). */
   searchCacheEntries: number;
+  /**
+   * Free slots that ended longer ago than this many days are retired (SLOT_RETENTION_DAYS, default
+   * 30: a month of past calendar for questions about it; 0 keeps every slot).
+   */
+  slotRetentionDays: number;
   /** Other guard instances whose `svc_att_token` this guard accepts at registration (TRUSTED_ATTESTATION_ISSUERS). */
   trustedAttestationIssuers: string[];
   /** Roots of Apple App Attest chains (PLATFORM_A_TRUST_ANCHORS; default Apple's root, shipped). */
@@ -204,6 +209,7 @@ export function loadConfig(env: Env = process.env): Config {
     tpmEkTrustAnchors: certificateSource(env, 'TPM_EK_TRUST_ANCHORS'),
     registrationTtlSec: parsePositiveInt(env, 'REGISTRATION_TTL_SECONDS', 600),
     searchCacheEntries: parseNonNegativeInt(env, 'SEARCH_CACHE_ENTRIES', 1000),
+    slotRetentionDays: parseNonNegativeInt(env, 'SLOT_RETENTION_DAYS', 30),
     trustedAttestationIssuers: parseIssuers(env, 'TRUSTED_ATTESTATION_ISSUERS'),
     workloadIssuers: parseWorkloadIssuers(env),
     oidcProviders: parseOidcProviders(env),

@@ -6,3 +6,4 @@ export { changedImmutables, IMMUTABLE_ELEMENTS } from './immutables';
 export { BOOKING_CONFIRMATION_URL, REPLACES_URL } from '../common/vocabulary';
 export { checkProposal } from './proposal';
 export type { AppointmentEventType } from './outbox';
+export { retireFreeSlots, SlotRetention } from './slot-retention';

@@ -35,6 +35,14 @@ export interface BookingTables {
    * identifiers cannot deadlock): two bookings bringing the same new patient do not both create it.
    */
   lockIdentifiers(identifiers: string[]): Promise<void>;
+  /**
+   * Up to `limit` free slots that ended before `cutoff` and that no Appointment names (booked and
+   * cancelled appointments keep their slots), oldest first, their resource rows locked; rows
+   * another transaction holds are skipped, so two replicas retiring at once take different slots.
+   */
+  retirableSlots(cutoff: Date, limit: number): Promise<{ id: string; owned: boolean }[]>;
+  /** Drops the lookup rows of expunged slots (the mirror trigger sees no DELETE). */
+  forgetSlots(ids: string[]): Promise<void>;
 }
 
 export function bookingTables(db: Db): BookingTables {
@@ -66,6 +74,23 @@ export function bookingTables(db: Db): BookingTables {
         { prepare: true },
       );
       return rows.map((r) => r.slot_id);
+    },
+    async retirableSlots(cutoff, limit) {
+      const { rows } = await db.query<{ id: string; owned: boolean }>(
+        `SELECT r.id, r.owner IS NOT NULL AS owned
+           FROM booking_slot b
+           JOIN resource r ON r.resource_type = 'Slot' AND r.id = b.slot_id
+          WHERE b.status = 'free' AND upper(b.during) < $1
+            AND NOT EXISTS (SELECT 1 FROM search_reference a WHERE a.target_type = 'Slot' AND a.target_id = b.slot_id AND a.resource_type = 'Appointment')
+          ORDER BY upper(b.during), b.slot_id
+          LIMIT $2
+            FOR UPDATE OF r SKIP LOCKED`,
+        [cutoff.toISOString(), limit],
+      );
+      return rows;
+    },
+    async forgetSlots(ids) {
+      await db.query('DELETE FROM booking_slot WHERE slot_id = ANY($1::text[])', [ids]);
     },
     async lockIdentifiers(identifiers) {
       for (const key of [...new Set(identifiers)].sort()) {

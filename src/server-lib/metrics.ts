@@ -71,3 +71,9 @@ export const trustListNextUpdate = new Gauge({
   labelNames: ['list'] as const,
   registers: [metricsRegistry],
 });
+
+export const slotsRetired = new Counter({
+  name: 'terminus_slots_retired_total',
+  help: 'Free slots past SLOT_RETENTION_DAYS expunged with their index rows (src/booking/slot-retention.ts)',
+  registers: [metricsRegistry],
+});

@@ -5,7 +5,7 @@ import type { Caller } from '../common/identity';
 import { canSee } from '../server-lib/owner';
 import { retriedTransaction, SqlState, TRANSIENT_STATES, type Db, type RetryOptions } from './db';
 import { extractIndexRows, type IndexRows } from './search/extract';
-import { deleteIndexRows, indexWriteCtes, insertIndexRows } from './search/index-writer';
+import { deleteIndexRows, deleteIndexRowsOf, indexWriteCtes, insertIndexRows } from './search/index-writer';
 import { executeSearch, type SearchRequest, type SearchResult } from './search/sql';
 import type { SearchWindowCache } from './search/window-cache';
 import type { WriteEvent, WriteInterceptor, WriteOrigin } from './write-interceptors';
@@ -249,6 +249,21 @@ export class Repository {
       await deleteIndexRows(tx.db, type, id, row.owner !== null);
       tx.remember(type, id, { resource: content as Resource, deleted: true, owner: row.owner, versionId });
     });
+  }
+
+  /**
+   * Expunges resources of one type (all with an owner, or all without), inside the caller's
+   * transaction with their rows locked: the resource, every version and every index row go, as
+   * HAPI's `$expunge` does; a read afterwards answers 404 and the history has nothing. For data
+   * that is retired, not deleted by anyone (past free slots): a soft delete would keep the rows
+   * retiring exists to remove. No interceptors run: nothing is written, nothing is notified.
+   */
+  async expunge(type: string, ids: string[], owned: boolean): Promise<void> {
+    if (ids.length === 0) return;
+    await deleteIndexRowsOf(this.db, type, ids, owned);
+    await this.db.query('DELETE FROM resource_version WHERE resource_type = $1 AND id = ANY($2::text[])', [type, ids]);
+    await this.db.query('DELETE FROM resource WHERE resource_type = $1 AND id = ANY($2::text[])', [type, ids]);
+    for (const id of ids) this.locked.delete(`${type}/${id}`);
   }
 
   /**

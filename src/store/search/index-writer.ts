@@ -137,8 +137,13 @@ export function indexWriteCtes(params: unknown[], w: { type: string; exists: boo
 
 /** Removes every index row of a deleted resource, and raises the generations of its compound rows' days. */
 export async function deleteIndexRows(db: Db, type: string, id: string, owned: boolean): Promise<void> {
-  const params: unknown[] = [type, id];
-  const ctes = INDEX_TABLES.map((t, i) => `del${i} AS (DELETE FROM ${t.table} WHERE resource_type = $1 AND id = $2${t === COMPOUND && windowed(type) ? ' RETURNING ref, during' : ''})`);
+  await deleteIndexRowsOf(db, type, [id], owned);
+}
+
+/** deleteIndexRows for many resources of one type, all with an owner or all without: one statement. */
+export async function deleteIndexRowsOf(db: Db, type: string, ids: string[], owned: boolean): Promise<void> {
+  const params: unknown[] = [type, ids];
+  const ctes = INDEX_TABLES.map((t, i) => `del${i} AS (DELETE FROM ${t.table} WHERE resource_type = $1 AND id = ANY($2::text[])${t === COMPOUND && windowed(type) ? ' RETURNING ref, during' : ''})`);
   if (windowed(type)) ctes.push(generationCte(params, `del${INDEX_TABLES.indexOf(COMPOUND)}`, [], owned));
   await db.query(`WITH ${ctes.join(', ')} SELECT 1`, params);
 }
