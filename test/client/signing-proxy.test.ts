@@ -109,6 +109,21 @@ test('a request the client sends with its own Authorization gets the session\'s 
   expect(res.status).toBe(200);
 });
 
+test('the proxy refreshes the token ahead of its expiry, before any request needs it', async () => {
+  const warm = await startSigningProxy({ session, port: 0, keepWarmMs: 50 });
+  try {
+    await session.accessToken();
+    const before = session.guard.tokens!;
+    // As if the token had 20 s left: the next look refreshes it (a refresh, not a new exchange).
+    session.guard.tokens = { ...before, expiresAt: Math.floor(Date.now() / 1000) + 20 };
+    for (let i = 0; i < 200 && session.guard.tokens.accessToken === before.accessToken; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(session.guard.tokens.accessToken).not.toBe(before.accessToken);
+    expect(session.guard.tokens.expiresAt).toBeGreaterThan(Math.floor(Date.now() / 1000) + 60);
+  } finally {
+    await warm.close();
+  }
+});
+
 test('after a logout the proxy answers its own 401 logged_out; health says not logged in', async () => {
   await session.logout();
   const res = await fetch(`${overPort.address}/fhir/Slot?_id=Proxy-Slot-4`);

@@ -14,8 +14,8 @@ const TSL_SIGNING_EKU = '0.4.0.2231.3.0';
  */
 class NodeEcdsa implements SignatureAlgorithm {
   constructor(
-    private readonly uri: string,
-    private readonly hash: string,
+    readonly uri: string,
+    readonly hash: string,
   ) {}
   getSignature(signedInfo: crypto.BinaryLike, privateKey: crypto.KeyLike): string {
     return crypto.sign(this.hash, Buffer.from(signedInfo as string), { key: privateKey instanceof crypto.KeyObject ? privateKey : crypto.createPrivateKey(privateKey as string | Buffer), dsaEncoding: 'ieee-p1363' }).toString('base64');
