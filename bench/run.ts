@@ -13,6 +13,7 @@ import { benchAsl } from './asl';
 import { benchStart } from './start';
 import { benchTls } from './tls';
 import { benchKonnektor } from './konnektor';
+import { benchVolume } from './volume';
 import { serverNode } from './lib/server';
 
 /**
@@ -31,6 +32,7 @@ const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
   start: { title: 'Cold start: the first requests of a fresh process against warm ones', run: benchStart },
   tls: { title: 'TLS 1.3 against plain HTTP: per request on a kept-alive connection and on a new one', run: benchTls },
   konnektor: { title: 'The TI client paths: a login signed by the SMC-B behind a Konnektor, and the local signing proxy', run: benchKonnektor },
+  volume: { title: 'Volume: realistic calendars loaded at growing sizes, bytes per stored slot, retiring past slots', run: benchVolume },
   compare: { title: 'This tree against a baseline revision: enforcement point and search (same run)', run: benchCompare },
 };
 

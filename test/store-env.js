@@ -51,6 +51,7 @@ const STORE_FREE = [
 
 /** Read DATABASE_URL, never REDIS_URL: `postgres-no-redis` would run them exactly as `postgres` does. */
 const REDIS_FREE = [
+  'test/bench/volume-generate.test.ts',
   'test/booking/slot-retention.test.ts',
   'test/client/konnektor.test.ts',
   'test/client/signing-proxy.test.ts',
