@@ -50,7 +50,8 @@ async function oneSize(databaseUrl: string, slots: number): Promise<string> {
         }
       },
     });
-    await db.query('ANALYZE');
+    const { rows: tables } = await admin.query<{ relname: string }>("SELECT c.relname FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = $1 AND c.relkind = 'r'", [schema]);
+    for (const t of tables) await admin.query(`ANALYZE ${schema}.${t.relname}`);
     const perSlot = await bytesOfSlots(admin, schema, report.slots);
     const { rows: all } = await admin.query<{ bytes: string; n: string }>(
       `SELECT (SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = $1 AND c.relkind = 'r') AS bytes,
