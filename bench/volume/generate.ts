@@ -1,5 +1,7 @@
 import type { Appointment, HealthcareService, Patient, Practitioner, Resource, Schedule, Slot } from '@medplum/fhirtypes';
 import type { Repository } from '../../src/store/repository';
+// The fuzzer's seeded PRNG: the same spec makes the same data.
+import { prng } from '../../test/fuzz/cases';
 
 /**
  * A volume of realistic calendar data for the scale benchmarks: practitioners with their calendars
@@ -55,18 +57,6 @@ const SERVICE_TYPE_SYSTEM = 'http://terminology.hl7.org/CodeSystem/service-type'
 const SPECIALTY_SYSTEM = 'http://ihe-d.de/CodeSystems/AerztlicheFachrichtungen';
 const MINUTE = 60_000;
 const DAY = 86_400_000;
-
-/** Mulberry32: a small seeded PRNG, so the same spec makes the same data. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Easter Sunday (Gregorian, the anonymous algorithm in Meeus, Astronomical Algorithms ch. 8). */
 function easter(year: number): number {

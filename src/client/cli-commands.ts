@@ -155,10 +155,12 @@ function cardChoice(o: SessionOptions, remembered: Record<string, unknown>): Car
 }
 
 /**
- * `ui`: the practice page. The key store is not held while the page runs (other commands can use
- * it); the session writes its token rotations into it as they happen.
+ * A long-running command (`ui`, `serve`): its settings remembered, the key store released (other
+ * commands can use it while this one runs; the session writes its token rotations as they happen),
+ * the session logged in before anything listens (a card or Konnektor problem shows now, not at
+ * the first request), then `serve` until SIGINT or SIGTERM and its `close`.
  */
-async function servePracticePage(io: CliIo, o: SessionOptions & { port: number; timeZone?: string }): Promise<void> {
+async function serveWithSession(o: SessionOptions, serve: (session: ClientSession, settings: ReturnType<typeof sessionSettings>) => Promise<{ close(): Promise<void> }>): Promise<void> {
   const store = await KeyStore.open();
   let settings: ReturnType<typeof sessionSettings>;
   try {
@@ -170,6 +172,20 @@ async function servePracticePage(io: CliIo, o: SessionOptions & { port: number; 
   const session = await ClientSession.open(settings);
   try {
     await session.accessToken();
+    const running = await serve(session, settings);
+    await new Promise<void>((resolve) => {
+      process.once('SIGINT', resolve);
+      process.once('SIGTERM', resolve);
+    });
+    await running.close();
+  } finally {
+    session.close();
+  }
+}
+
+/** `ui`: the practice page. */
+function servePracticePage(io: CliIo, o: SessionOptions & { port: number; timeZone?: string }): Promise<void> {
+  return serveWithSession(o, async (session, settings) => {
     const { ownerScopeWarning, startPracticeUi } = await import('./ui/server');
     const warning = await ownerScopeWarning(session, settings);
     if (warning) io.err(`terminus-client: warning: ${warning}\n`);
@@ -177,33 +193,14 @@ async function servePracticePage(io: CliIo, o: SessionOptions & { port: number; 
       throw err.code === 'EADDRINUSE' ? new LocalError(`--port ${o.port}: 127.0.0.1:${o.port} is already in use`) : err;
     });
     print(io, o, { listening: ui.url, login_url: ui.loginUrl }, `Practice page for ${session.origin}: open ${ui.loginUrl}\n(a one-time login link; Ctrl-C stops the page)`);
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', resolve);
-      process.once('SIGTERM', resolve);
-    });
-    await ui.close();
-  } finally {
-    session.close();
-  }
+    return ui;
+  });
 }
 
-/**
- * `serve`: the local signing proxy for the session (logged in first, so a card or Konnektor problem
- * shows now, not at a practice system's first request); runs until SIGINT or SIGTERM.
- */
-async function serveSigningProxy(io: CliIo, o: SessionOptions & { socket?: string; port?: number }): Promise<void> {
+/** `serve`: the local signing proxy for the session. */
+function serveSigningProxy(io: CliIo, o: SessionOptions & { socket?: string; port?: number }): Promise<void> {
   if (o.socket && o.port !== undefined) throw new LocalError('pass --socket or --port, not both');
-  const store = await KeyStore.open();
-  let settings: ReturnType<typeof sessionSettings>;
-  try {
-    settings = sessionSettings(o, store, true);
-    store.save();
-  } finally {
-    store.close();
-  }
-  const session = await ClientSession.open(settings);
-  try {
-    await session.accessToken();
+  return serveWithSession(o, async (session) => {
     const { startSigningProxy } = await import('./proxy/signing-proxy');
     const socket = o.port === undefined ? path.resolve(o.socket ?? path.join(defaultHome(), 'serve.sock')) : undefined;
     const proxy = await startSigningProxy({ session, socket, port: o.port, log: (line) => io.err(`${line}\n`) }).catch((err: NodeJS.ErrnoException) => {
@@ -211,14 +208,8 @@ async function serveSigningProxy(io: CliIo, o: SessionOptions & { socket?: strin
     });
     const base = proxy.address.startsWith('unix:') ? `curl --unix-socket ${socket} http://localhost/fhir/...` : `${proxy.address}/fhir`;
     print(io, o, { listening: proxy.address, server: session.origin }, `Signing proxy for ${session.origin} at ${proxy.address} (FHIR base: ${base}; Ctrl-C stops it)`);
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', resolve);
-      process.once('SIGTERM', resolve);
-    });
-    await proxy.close();
-  } finally {
-    session.close();
-  }
+    return proxy;
+  });
 }
 
 /** Plain http to loopback only (a local error, exit 2). */

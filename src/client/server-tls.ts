@@ -60,6 +60,22 @@ export function serverFetch(trust: ServerTrust = {}): typeof fetch {
 
 type Connect = NonNullable<ConstructorParameters<typeof Agent>[0]>['connect'];
 
+/**
+ * The end of an undici connector's own checks: the socket handed on once they pass, or destroyed
+ * with the first error; whatever comes later (an error event after a refusal) is ignored.
+ */
+export function settleConnection(socket: tls.TLSSocket, callback: (...args: [null, tls.TLSSocket] | [Error, null]) => void): (err: Error | null) => void {
+  let settled = false;
+  return (err) => {
+    if (settled) return;
+    settled = true;
+    if (err) {
+      socket.destroy();
+      callback(err, null);
+    } else callback(null, socket);
+  };
+}
+
 function connector(trust: ServerTrust): Connect {
   return (options, callback) => {
     const port = Number(options.port) || (options.protocol === 'https:' ? 443 : 80);
@@ -74,15 +90,7 @@ function connector(trust: ServerTrust): Connect {
     const tlsOptions = { host: options.hostname, port, servername, ALPNProtocols: ['http/1.1'], minVersion: MIN_VERSION, ...(trust.ca ? { ca: trust.ca } : {}), requestOCSP: true };
     const socket = tls.connect(tlsOptions as tls.ConnectionOptions);
     let stapled: Buffer | undefined;
-    let settled = false;
-    const done = (err: Error | null) => {
-      if (settled) return;
-      settled = true;
-      if (err) {
-        socket.destroy();
-        callback(err, null);
-      } else callback(null, socket);
-    };
+    const done = settleConnection(socket, callback);
     // Emitted with null when the server staples nothing.
     socket.on('OCSPResponse', (answer: Buffer | null) => {
       stapled = answer ?? undefined;

@@ -4,12 +4,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { composeParts } from '../../src/app';
 import { KeyStore } from '../../src/client';
-import { main } from '../../src/client/cli';
-import type { CliIo } from '../../src/client/cli-commands';
 import { importResources, readResourceFile } from '../../src/fhir';
 import { createDevPki, writeDevPki } from '../../src/guard/pki/dev-pki';
 import { startServer, type RunningServer } from '../../src/server';
 import { projectPath } from '../../src/server-lib/paths';
+import { runCli, type CliRun } from '../helpers/cli-in-process';
 import { createTestContext } from '../helpers/context';
 import { freePort } from '../helpers/swtpm';
 
@@ -41,36 +40,8 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-  json: any;
-}
-
-async function cli(args: string[], o: { tty?: boolean; home?: string } = {}): Promise<Run> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const io: CliIo = { out: (t) => out.push(t), err: (t) => err.push(t), isTTY: o.tty ?? false };
-  const saved = { home: process.env.TERMINUS_CLIENT_HOME, password: process.env.TERMINUS_CLIENT_PASSWORD };
-  process.env.TERMINUS_CLIENT_HOME = o.home ?? home;
-  process.env.TERMINUS_CLIENT_PASSWORD = PASSWORD;
-  try {
-    const code = await main(args, io);
-    const stdout = out.join('');
-    let json: unknown;
-    try {
-      json = JSON.parse(stdout);
-    } catch {
-      json = undefined;
-    }
-    return { code, stdout, stderr: err.join(''), json };
-  } finally {
-    for (const [k, v] of [['TERMINUS_CLIENT_HOME', saved.home], ['TERMINUS_CLIENT_PASSWORD', saved.password]] as const) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
+function cli(args: string[], o: { tty?: boolean; home?: string } = {}): Promise<CliRun> {
+  return runCli(args, { tty: o.tty, env: { TERMINUS_CLIENT_HOME: o.home ?? home, TERMINUS_CLIENT_PASSWORD: PASSWORD } });
 }
 
 const card = () => ['--card', path.join(dir, 'pki', 'card-p256.pem'), '--key', path.join(dir, 'pki', 'card-p256.key.pem')];

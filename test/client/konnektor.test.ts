@@ -4,13 +4,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { composeParts } from '../../src/app';
-import { main } from '../../src/client/cli';
-import type { CliIo } from '../../src/client/cli-commands';
 import { derToJoseEcdsa } from '../../src/client/card/konnektor/konnektor-card';
 import { importResources, readResourceFile } from '../../src/fhir';
 import { createCardCa, issueCard, type CardCurve } from '../../src/guard/pki/dev-pki';
 import { startServer, type RunningServer } from '../../src/server';
 import { projectPath } from '../../src/server-lib/paths';
+import { runCli, type CliRun } from '../helpers/cli-in-process';
 import { createTestContext } from '../helpers/context';
 import { startKonnektorStandIn, type StandIn, type StandInCard, type StandInOptions } from '../helpers/konnektor-stand-in';
 import { freePort } from '../helpers/swtpm';
@@ -66,36 +65,8 @@ function konFile(s: StandIn, o: Record<string, unknown> = {}): string {
   return file;
 }
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-  json: any;
-}
-
-async function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const io: CliIo = { out: (t) => out.push(t), err: (t) => err.push(t), isTTY: false };
-  const vars = { TERMINUS_CLIENT_HOME: path.join(dir, 'home'), TERMINUS_CLIENT_PASSWORD: PASSWORD, KONNEKTOR_PASSWORD: 'geheim', ...env };
-  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
-  Object.assign(process.env, vars);
-  try {
-    const code = await main(args, io);
-    const stdout = out.join('');
-    let json: unknown;
-    try {
-      json = JSON.parse(stdout);
-    } catch {
-      json = undefined;
-    }
-    return { code, stdout, stderr: err.join(''), json };
-  } finally {
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
+function cli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
+  return runCli(args, { env: { TERMINUS_CLIENT_HOME: path.join(dir, 'home'), TERMINUS_CLIENT_PASSWORD: PASSWORD, KONNEKTOR_PASSWORD: 'geheim', ...env } });
 }
 
 describe('login through the Konnektor', () => {

@@ -3,6 +3,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import { Agent, fetch as undiciFetch, type Dispatcher } from 'undici';
 import { ClientInputError } from '../../input-error';
+import { settleConnection } from '../../server-tls';
 import { readPkcs12 } from '../p12-card';
 import type { KonConfig } from './kon-file';
 import { KonnektorError } from './soap';
@@ -37,15 +38,7 @@ export function konnektorFetch(kon: KonConfig, source: string): typeof fetch {
         ...(anchors.length > 0 ? { ca: anchors.map((c) => c.toString()) } : {}),
         ...(client ? { key: client.key.export({ type: 'pkcs8', format: 'pem' }), cert: [client.leaf, ...client.chain].map((c) => c.toString()).join('\n') } : {}),
       });
-      let settled = false;
-      const done = (err: Error | null) => {
-        if (settled) return;
-        settled = true;
-        if (err) {
-          socket.destroy();
-          callback(err, null);
-        } else callback(null, socket);
-      };
+      const done = settleConnection(socket, callback);
       socket.once('secureConnect', () => {
         if (kon.insecureSkipVerify) return done(null);
         const peer = socket.getPeerCertificate();
