@@ -211,8 +211,12 @@ export class Repository {
   async history(type: string, id: string, scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>): Promise<{ resource: Resource; deleted: boolean; versionId: number; lastUpdated: string }[]> {
     const row = await this.readRow(type, id);
     if (!row || !canSee(row.owner, scope, row.resource)) throw notFound(type, id);
+    // The current version is the resource row; resource_version holds the ones it replaced.
     const { rows } = await this.db.query<{ content: Resource; deleted: boolean; version_id: number; last_updated: Date | string }>(
-      'SELECT content, deleted, version_id, last_updated FROM resource_version WHERE resource_type = $1 AND id = $2 ORDER BY version_id DESC',
+      `SELECT content, deleted, version_id, last_updated FROM resource WHERE resource_type = $1 AND id = $2
+       UNION ALL
+       SELECT content, deleted, version_id, last_updated FROM resource_version WHERE resource_type = $1 AND id = $2
+       ORDER BY version_id DESC`,
       [type, id],
     );
     return rows.map((r) => ({ resource: r.content, deleted: r.deleted, versionId: r.version_id, lastUpdated: new Date(r.last_updated).toISOString() }));
@@ -241,9 +245,11 @@ export class Repository {
       const versionId = row.versionId + 1;
       const lastUpdated = tx.now().toISOString();
       const content = { ...row.resource, meta: { ...row.resource.meta, versionId: String(versionId), lastUpdated } };
-      await tx.db.query('UPDATE resource SET version_id = $3, last_updated = $4, deleted = true WHERE resource_type = $1 AND id = $2', [type, id, versionId, lastUpdated]);
+      // The version it replaces moves to resource_version; the resource row becomes the deletion's version.
       await tx.db.query(
-        'INSERT INTO resource_version (resource_type, id, version_id, last_updated, deleted, content) VALUES ($1, $2, $3, $4, true, $5)',
+        `WITH old AS (INSERT INTO resource_version (resource_type, id, version_id, last_updated, deleted, content)
+                      SELECT resource_type, id, version_id, last_updated, deleted, content FROM resource WHERE resource_type = $1 AND id = $2)
+         UPDATE resource SET version_id = $3, last_updated = $4, deleted = true, content = $5 WHERE resource_type = $1 AND id = $2`,
         [type, id, versionId, lastUpdated, content],
       );
       await deleteIndexRows(tx.db, type, id, row.owner !== null);
@@ -280,7 +286,6 @@ export class Repository {
         const stored = chunk.map((r) => ({ ...r, meta: { ...r.meta, versionId: '1', lastUpdated } }) as Resource);
         const rows = stored.map((r) => [r.resourceType, r.id, 1, lastUpdated, false, r]);
         await insertMany(tx.db, 'resource (resource_type, id, version_id, last_updated, deleted, content)', rows);
-        await insertMany(tx.db, 'resource_version (resource_type, id, version_id, last_updated, deleted, content)', rows);
         await insertIndexRows(tx.db, stored.map((r) => ({ type: r.resourceType, id: r.id as string, index: extractIndexRows(r, this.baseUrl) })));
       });
     }
@@ -351,8 +356,11 @@ export class Repository {
 
 /** One stored version (a deletion's version is its marker), whoever owns it: for consumers of outbox events. */
 export async function readVersion(db: Db, type: string, id: string, versionId: number): Promise<{ resource: Resource; deleted: boolean } | undefined> {
+  // The current version is the resource row, earlier ones are in resource_version.
   const { rows } = await db.query<{ content: Resource; deleted: boolean }>(
-    'SELECT content, deleted FROM resource_version WHERE resource_type = $1 AND id = $2 AND version_id = $3',
+    `SELECT content, deleted FROM resource WHERE resource_type = $1 AND id = $2 AND version_id = $3
+     UNION ALL
+     SELECT content, deleted FROM resource_version WHERE resource_type = $1 AND id = $2 AND version_id = $3`,
     [type, id, versionId],
   );
   return rows[0] && { resource: rows[0].content, deleted: rows[0].deleted };
@@ -379,8 +387,12 @@ function writeStatement(
     w.exists
       ? 'res AS (UPDATE resource SET version_id = $3, last_updated = $4, deleted = false, content = $5 WHERE resource_type = $1 AND id = $2)'
       : 'res AS (INSERT INTO resource (resource_type, id, version_id, last_updated, deleted, owner, content) VALUES ($1, $2, $3, $4, false, $6::text, $5))',
-    'ver AS (INSERT INTO resource_version (resource_type, id, version_id, last_updated, deleted, content) VALUES ($1, $2, $3, $4, false, $5))',
   ];
+  // The version this one replaces moves to resource_version (read from the statement's snapshot,
+  // before `res` changes the row); a new resource has none, its only version is the resource row.
+  if (w.exists) {
+    ctes.push('ver AS (INSERT INTO resource_version (resource_type, id, version_id, last_updated, deleted, content) SELECT resource_type, id, version_id, last_updated, deleted, content FROM resource WHERE resource_type = $1 AND id = $2)');
+  }
   ctes.push(...indexWriteCtes(params, { type: w.type, exists: w.exists, owned: w.owner !== null }, rows));
   if (alongside) {
     const offset = params.length;
