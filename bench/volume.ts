@@ -21,7 +21,7 @@ export async function benchVolume(): Promise<string> {
   const rows: string[] = [];
   for (const slots of SIZES) rows.push(await oneSize(databaseUrl, slots));
   return [
-    `Calendars of ${DEFAULT_VOLUME.calendars} practitioners (5 services, weekday hours with a lunch break, Saturday mornings for some, German public holidays closed), 15-minute slots day by day from ${DEFAULT_VOLUME.start.toISOString().slice(0, 10)}; ${DEFAULT_VOLUME.fillRate * 100} % booked, ${DEFAULT_VOLUME.cancelRate * 100} % of bookings cancelled; patients: a tenth of the slots (at most ${DEFAULT_VOLUME.patients}). Written with \`Repository.bulkLoad\` (resource, version and index rows per chunk of 2,000) on two connections, booking holds beside; load average ${loadAverage()} at the end.`,
+    `Calendars of ${DEFAULT_VOLUME.calendars} practitioners (5 services, weekday hours with a lunch break, Saturday mornings for some, German public holidays closed), 15-minute slots day by day from ${DEFAULT_VOLUME.start.toISOString().slice(0, 10)}; ${DEFAULT_VOLUME.fillRate * 100} % booked, ${DEFAULT_VOLUME.cancelRate * 100} % of bookings cancelled; patients: a tenth of the slots (at most ${DEFAULT_VOLUME.patients}). Written with \`Repository.bulkLoad\` (resource and index rows per chunk of 2,000) on two connections, booking holds beside; load average ${loadAverage()} at the end.`,
     '',
     '| slots | appointments | load s | slots/s | bytes per slot (Slot rows: resource, versions, index rows, lookup) | bytes per stored resource of any type | retiring: slots, s, slots/s |',
     '|---|---|---|---|---|---|---|',

@@ -273,8 +273,8 @@ export class Repository {
   }
 
   /**
-   * Inserts many new resources (ids not yet stored) in chunks, a chunk's resource and version
-   * rows with multi-row statements and its index rows with one (`insertIndexRows`): the
+   * Inserts many new resources (ids not yet stored) in chunks, a chunk's resource
+   * rows with a multi-row statement and its index rows with one (`insertIndexRows`): the
    * demo calendars and benchmark data sets. No validation and no interceptors here: callers load
    * data they vouch for (free slots, calendars; nothing a rule or a subscriber acts on).
    */
