@@ -168,3 +168,16 @@ test('terminus-client serve: logs in, listens on its socket (mode 600) until SIG
     child.kill('SIGKILL');
   }
 });
+
+test('a server that does not answer: the proxy answers its own 502 server_unreachable', async () => {
+  const gone = `http://127.0.0.1:${await freePort()}`;
+  const lost = await createClient({ server: gone, card: path.join(dir, 'pki', 'card-p256.pem'), key: path.join(dir, 'pki', 'card-p256.key.pem'), home: path.join(dir, 'gone-home'), password: 'proxy test passphrase', retries: 0 });
+  const proxy = await startSigningProxy({ session: lost, port: 0 });
+  try {
+    const res = await fetch(`${proxy.address}/fhir/Slot?_id=x`);
+    expect([res.status, res.headers.get(PROXY_ERROR_HEADER), ((await res.json()) as { error: string }).error]).toEqual([502, 'server_unreachable', 'server_unreachable']);
+  } finally {
+    await proxy.close();
+    lost.close();
+  }
+});
