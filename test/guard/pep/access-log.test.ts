@@ -34,8 +34,10 @@ describe('access log', () => {
       (await call(h, t, 'GET', '/Slot?identifier=1-PEP-LOG-4711')).status,
     ];
     expect(statuses).toEqual([200, 401, 403, 404, 200]);
-    await new Promise((r) => setTimeout(r, 50));
-    const requestLines = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request' && String(l.path).startsWith('/fhir'));
+    const requestLinesNow = () => lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request' && String(l.path).startsWith('/fhir'));
+    // The request line is written when the response finishes, which may come after the client has its answer.
+    for (let i = 0; i < 200 && requestLinesNow().length < 5; i++) await new Promise((r) => setTimeout(r, 25));
+    const requestLines = requestLinesNow();
     expect(requestLines).toHaveLength(5);
     for (const l of requestLines) expect(l.client).toBe(logHash(clientId));
     const all = lines.join('\n');
