@@ -138,6 +138,7 @@ default_patient_scopes := [
 	"patient/CodeSystem.rs",
 	"patient/Appointment.crus",
 	"patient/Patient.r",
+	"patient/AuditEvent.rs",
 ]
 
 scope_allowed(s) if s in allowed_scopes

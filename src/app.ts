@@ -13,6 +13,7 @@ import {
   guardRouter,
   aslRequired,
   aslRoutes,
+  auditSigner,
   keyEncryptionFor,
   pepSettings,
   policyEngineReady,
@@ -29,6 +30,7 @@ import {
   type GuardOptions,
 } from './guard';
 import { Jobs } from './jobs';
+import { AuditTrail } from './audit';
 import { StoreBusy, StoreUnavailable, type WriteInterceptor } from './store';
 import { subscriptionInterceptors, Subscriptions, type DispatcherSettings } from './subscriptions';
 import { withTimeout } from './server-lib/timeout';
@@ -41,6 +43,8 @@ export interface Parts {
   fhir: FhirEnv;
   jobs: Jobs;
   subscriptions: Subscriptions;
+  /** The audit trail: every access as an AuditEvent (src/audit/). */
+  audit: AuditTrail;
   /** The background work of a replica: the job queue and the subscription delivery loop. */
   start(delivery?: Partial<DispatcherSettings>): Promise<void>;
   /** Stops the background work (the owner of `ctx` closes the store). */
@@ -78,8 +82,10 @@ export function composeParts(ctx: AppContext, options: Extensions = {}): Parts {
   const jobs = new Jobs(ctx);
   const kek = keyEncryptionFor(ctx);
   let subscriptions: Subscriptions | undefined;
-  const interceptors = [...bookingInterceptors(), ...subscriptionInterceptors(ctx, kek, () => subscriptions?.nudge()), ...(options.interceptors ?? [])];
-  const fhir = fhirEnv(ctx, { interceptors, jobs, operations: options.operations });
+  // The audit trail observes every write last, once the rules before it have let the write through.
+  const audit = new AuditTrail(ctx, auditSigner(ctx));
+  const interceptors = [...bookingInterceptors(), ...subscriptionInterceptors(ctx, kek, () => subscriptions?.nudge()), ...(options.interceptors ?? []), audit.writeObserver()];
+  const fhir = fhirEnv(ctx, { interceptors, jobs, operations: options.operations, audit });
   subscriptions = new Subscriptions(ctx, fhir.repo, kek);
   const delivery = subscriptions;
   const retention = new SlotRetention(ctx, fhir.repo);
@@ -88,7 +94,9 @@ export function composeParts(ctx: AppContext, options: Extensions = {}): Parts {
     fhir,
     jobs,
     subscriptions,
+    audit,
     async start(settings) {
+      await audit.start();
       await jobs.start();
       delivery.start(settings);
       retention.start();
@@ -97,6 +105,8 @@ export function composeParts(ctx: AppContext, options: Extensions = {}): Parts {
       await retention.stop();
       await delivery.stop();
       await jobs.stop();
+      // Last: the checkpoint at shutdown covers everything the replica recorded.
+      await audit.stop();
     },
   };
 }
@@ -104,8 +114,9 @@ export function composeParts(ctx: AppContext, options: Extensions = {}): Parts {
 /** The whole application: the parts, the guard and the HTTP routes. */
 export function composeTerminus(ctx: AppContext, options: Extensions = {}): Terminus {
   const parts = composeParts(ctx, options);
-  const warmUps: (() => Promise<void>)[] = [];
-  const app = createExpressApp(ctx, parts.fhir, { attestationMethods: options.attestationMethods, grants: options.grants, warmUp: (work) => warmUps.push(work) });
+  void parts.audit.prepare();
+  const warmUps: (() => Promise<void>)[] = [() => parts.audit.prepare()];
+  const app = createExpressApp(ctx, parts.fhir, { attestationMethods: options.attestationMethods, grants: options.grants, warmUp: (work) => warmUps.push(work), audit: parts.audit });
   return {
     ...parts,
     app,
@@ -120,7 +131,7 @@ export function createApp(ctx: AppContext): Express {
   return composeTerminus(ctx).app;
 }
 
-function createExpressApp(ctx: AppContext, fhir: FhirEnv, guard: Pick<GuardOptions, 'attestationMethods' | 'grants' | 'warmUp'>): Express {
+function createExpressApp(ctx: AppContext, fhir: FhirEnv, guard: Pick<GuardOptions, 'attestationMethods' | 'grants' | 'warmUp'> & { audit: AuditTrail }): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', ctx.config.trustProxy);
@@ -139,6 +150,7 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv, guard: Pick<GuardOptio
       redis: ctx.redis ? await probe(() => ctx.redis!.ping()) : 'not used',
       policy_engine: (await policyEngineReady(ctx.config, READY_TIMEOUT_MS)) ? 'ok' : 'unavailable',
       card_tsl: cardIssuers.readiness(),
+      audit: await guard.audit.readiness(),
     };
     const states = Object.values(checks).map((v) => (typeof v === 'string' ? v : v.status));
     const ready = states.every((v) => v !== 'unavailable');
@@ -152,7 +164,7 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv, guard: Pick<GuardOptio
   // The additional security layer (ASL); its inner requests run through this very app.
   app.use(aslRoutes(ctx, { state, app: () => app }));
   // The enforcement point, then the protected application (embedded, or UPSTREAM_URL in proxy mode).
-  app.use('/fhir', aslRequired(ctx), enforcementPoint(ctx, { state, sessions, fhir: fhirReachPort(fhir), readBody: fhirBodyText() }), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx, fhir));
+  app.use('/fhir', aslRequired(ctx), enforcementPoint(ctx, { state, sessions, fhir: fhirReachPort(fhir), readBody: fhirBodyText(), audit: guard.audit }), ctx.config.upstreamUrl ? upstreamProxy(ctx, pepSettings(ctx.config)) : fhirRouter(ctx, fhir));
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const correlationId = res.locals.requestId as string;
     if (redisUnavailable(ctx, err)) {

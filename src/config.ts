@@ -41,6 +41,15 @@ export interface Config {
    * 30: a month of past calendar for questions about it; 0 keeps every slot).
    */
   slotRetentionDays: number;
+  /**
+   * When an access is answered relative to its AuditEvent (AUDIT_MODE): `sync` (default) after it
+   * is stored, an audit failure refusing the access with 503; `buffered` at once, the events
+   * following within the group commit (a crash loses the events of the last moment); `off` records
+   * nothing and is refused with NODE_ENV=production (health data needs its access log).
+   */
+  auditMode: 'sync' | 'buffered' | 'off';
+  /** AuditEvents older than this many days are purged, a month at a time (AUDIT_RETENTION_DAYS, default 1095: three years). */
+  auditRetentionDays: number;
   /** Other guard instances whose `svc_att_token` this guard accepts at registration (TRUSTED_ATTESTATION_ISSUERS). */
   trustedAttestationIssuers: string[];
   /** Roots of Apple App Attest chains (PLATFORM_A_TRUST_ANCHORS; default Apple's root, shipped). */
@@ -210,6 +219,8 @@ export function loadConfig(env: Env = process.env): Config {
     registrationTtlSec: parsePositiveInt(env, 'REGISTRATION_TTL_SECONDS', 600),
     searchCacheEntries: parseNonNegativeInt(env, 'SEARCH_CACHE_ENTRIES', 1000),
     slotRetentionDays: parseNonNegativeInt(env, 'SLOT_RETENTION_DAYS', 30),
+    auditMode: parseAuditMode(env, production),
+    auditRetentionDays: parsePositiveInt(env, 'AUDIT_RETENTION_DAYS', 1095),
     trustedAttestationIssuers: parseIssuers(env, 'TRUSTED_ATTESTATION_ISSUERS'),
     workloadIssuers: parseWorkloadIssuers(env),
     oidcProviders: parseOidcProviders(env),
@@ -308,6 +319,12 @@ function parsePoppRoutes(env: Env): string[] {
   const bad = routes.find((r) => !POPP_ROUTE.test(r));
   if (bad) throw new ConfigError('POPP_REQUIRED_ROUTES', `"${bad}" is not a route (Type, Type/$operation, $operation or *)`);
   return routes;
+}
+
+function parseAuditMode(env: Env, production: boolean): Config['auditMode'] {
+  const mode = parseChoice(env, 'AUDIT_MODE', ['sync', 'buffered', 'off'] as const, 'sync');
+  if (mode === 'off' && production) throw new ConfigError('AUDIT_MODE', 'off is refused with NODE_ENV=production: every access to health data is recorded (sync or buffered)');
+  return mode;
 }
 
 function parseChoice<T extends string>(env: Env, name: string, choices: readonly T[], dflt: T): T {

@@ -18,12 +18,16 @@ const USAGE = `usage: terminus <command>
   import FILE...      load FHIR Bundles or resources, keeping ids
   workload-token --sub S --aud A [--aud A2] [--ttl N]
                       print a workload token of this guard (another guard exchanges it)
-  dev-pki DIR         write a development card PKI as PEM`;
+  dev-pki DIR         write a development card PKI as PEM
+  audit verify [--since DATE]
+                      check the audit trail's hash chains and signed checkpoints
+  audit export --since DATE [--until DATE] [--proof FILE]
+                      write the AuditEvents of a period as FHIR NDJSON`;
 
 async function main(argv: string[]): Promise<number> {
   const [command = 'serve', ...args] = argv;
   if (['-h', '--help', 'help', 'dev-pki', '--version', '-v'].includes(command)) return runWithoutConfig(command, args);
-  if (!['serve', 'migrate', 'import', 'workload-token'].includes(command)) {
+  if (!['serve', 'migrate', 'import', 'workload-token', 'audit'].includes(command)) {
     process.stderr.write(`terminus: unknown command "${command}"\n${USAGE}\n`);
     return 2;
   }
@@ -40,6 +44,8 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'workload-token':
       return (await import('./cli/workload-token')).runWorkloadToken(config, args);
+    case 'audit':
+      return (await import('./cli/audit')).runAudit(config, args);
     default:
       return (await import('./cli/import')).runImport(config, args);
   }

@@ -93,6 +93,7 @@ describe('configuration', () => {
     [{ NODE_ENV: 'production', CARD_TRUST_ANCHORS: caPem }, 'GUARD_KEY_SECRET'],
     [{ NODE_ENV: 'production', GUARD_KEY_SECRET: SECRET, CARD_TRUST_ANCHORS: path.join(__dirname, '..', 'deploy', 'card-trust-anchors.pem') }, 'CARD_TRUST_ANCHORS'],
     [{ NODE_ENV: 'production', CARD_TRUST_ANCHORS: caPem, GUARD_KEY_SECRET: SECRET }, 'SMTP_URL'],
+    [{ NODE_ENV: 'production', CARD_TRUST_ANCHORS: caPem, GUARD_KEY_SECRET: SECRET, SMTP_URL: 'smtp://mail.example.org:587', AUDIT_MODE: 'off' }, 'AUDIT_MODE'],
   ])('production refuses %j naming %s', (env, variable) => {
     expect(() => loadConfig(env)).toThrow(expect.objectContaining({ variable }));
   });

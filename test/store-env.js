@@ -11,6 +11,7 @@
  * only, which CI runs on both Node versions.
  */
 const STORE_FREE = [
+  'test/audit/cli.test.ts',
   'test/client/kon-file.test.ts',
   'test/client/p12-card.test.ts',
   'test/guard/anchor-source.test.ts',
@@ -51,6 +52,9 @@ const STORE_FREE = [
 
 /** Read DATABASE_URL, never REDIS_URL: `postgres-no-redis` would run them exactly as `postgres` does. */
 const REDIS_FREE = [
+  'test/audit/access.test.ts',
+  'test/audit/recording.test.ts',
+  'test/audit/tamper.test.ts',
   'test/bench/volume-generate.test.ts',
   'test/booking/slot-retention.test.ts',
   'test/client/konnektor.test.ts',

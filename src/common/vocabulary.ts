@@ -39,3 +39,6 @@ export const ISIK_PROFILE = {
   Patient: `${ISIK_SD}ISiKPatient`,
   Subscription: `${ISIK_SD}ISiKSubscriptionTermin`,
 } as const;
+
+/** Identifier system of a Telematik-ID (gematik: an institution's or professional's TI identity). */
+export const TELEMATIK_ID_SYSTEM = 'https://gematik.de/fhir/sid/telematik-id';

@@ -34,6 +34,32 @@ const INCLUDES: Record<string, { include?: string[]; revinclude?: string[] }> = 
  * The CapabilityStatement is generated from what the code supports: the stored types, their
  * indexed search parameters, the interactions of the router and the registered operations.
  */
+/**
+ * The audit trail (IHE BALP Audit Consumer): read and search only; the server alone writes it.
+ * Pages continue from a cursor (`_cursor` in the next link).
+ */
+const SP = 'http://hl7.org/fhir/SearchParameter/AuditEvent-';
+const AUDIT_EVENT_RESOURCE: CapabilityStatementRestResource = {
+  type: 'AuditEvent',
+  profile: 'http://hl7.org/fhir/StructureDefinition/AuditEvent',
+  interaction: [{ code: 'read' }, { code: 'search-type' }],
+  versioning: 'no-version',
+  readHistory: false,
+  updateCreate: false,
+  searchParam: [
+    { name: 'date', type: 'date', definition: `${SP}date` },
+    { name: 'agent', type: 'reference', definition: `${SP}agent`, documentation: 'agent:identifier=[system|]value finds a Telematik-ID, KVNR or client_id' },
+    { name: 'entity', type: 'reference', definition: `${SP}entity` },
+    { name: 'patient', type: 'reference', definition: `${SP}patient` },
+    { name: 'type', type: 'token', definition: `${SP}type` },
+    { name: 'subtype', type: 'token', definition: `${SP}subtype` },
+    { name: 'action', type: 'token', definition: `${SP}action` },
+    { name: 'outcome', type: 'token', definition: `${SP}outcome` },
+    { name: '_count', type: 'number' },
+    { name: '_sort', type: 'string', documentation: '-date (default) or date' },
+  ],
+};
+
 export function capabilityStatement(env: FhirEnv): CapabilityStatement {
   const all = env.operations.list();
   const operations = all.filter((o) => !o.internal);
@@ -65,6 +91,7 @@ export function capabilityStatement(env: FhirEnv): CapabilityStatement {
         .map((o) => ({ name: o.definition.code, definition: o.definition.url! })),
     } as CapabilityStatementRestResource;
   });
+  resource.push(AUDIT_EVENT_RESOURCE);
   const cs: CapabilityStatement = {
     resourceType: 'CapabilityStatement',
     status: 'active',

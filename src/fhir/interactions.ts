@@ -11,6 +11,7 @@ import { processBundle } from './transaction';
 import { allowsGet } from './operations/registry';
 import { validateResource } from '../model';
 import type { Route } from '../common/fhir-reach';
+import { audited, auditEventInteraction } from './audited';
 
 export type { Route } from '../common/fhir-reach';
 
@@ -30,7 +31,7 @@ export function route(req: FhirRequest): Route {
   }
   if (a.startsWith('$')) return { interaction: 'operation', operation: a.slice(1) };
   if (a === '_async' && b !== undefined && c === undefined) return { interaction: 'async-status', id: b };
-  if (!isStoredType(a)) throw notFound('resource type', a);
+  if (!isStoredType(a) && a !== 'AuditEvent') throw notFound('resource type', a);
   if (b === undefined) {
     if (m === 'GET') return { interaction: 'search-type', type: a };
     if (m === 'POST') return { interaction: 'create', type: a };
@@ -67,8 +68,13 @@ function methodNotAllowed(method: string, path: string): OperationOutcomeError {
   return new OperationOutcomeError(405, [issue('not-supported', `${method} is not supported on ${path}`)]);
 }
 
-/** Executes one FHIR request (HTTP, Bundle entry or job): the single entry point of the FHIR layer. */
+/** Executes one FHIR request (HTTP, Bundle entry or job): the single entry point of the FHIR layer; each is recorded in the audit trail. */
 export async function handle(req: FhirRequest, env: FhirEnv, r: Route = route(req)): Promise<FhirResponse> {
+  return audited(req, env, r, () => dispatch(req, env, r));
+}
+
+async function dispatch(req: FhirRequest, env: FhirEnv, r: Route): Promise<FhirResponse> {
+  if (r.type === 'AuditEvent') return auditEventInteraction(req, env, r);
   switch (r.interaction) {
     case 'capabilities':
       return { status: 200, body: capabilityStatement(env) };

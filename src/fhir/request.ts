@@ -2,6 +2,7 @@ import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
 import type { Caller } from '../common/identity';
 import type { Jobs } from '../jobs';
+import type { AuditTrail, RequestAudit } from '../audit';
 import type { Repository, WriteOrigin } from '../store';
 import type { OperationRegistry } from './operations/registry';
 
@@ -22,6 +23,8 @@ export interface FhirRequest {
     prefer?: string;
   };
   caller?: Caller;
+  /** Who asks and how the request is named, for its AuditEvents; absent: not recorded (imports, the server's own requests). */
+  audit?: RequestAudit;
 }
 
 export interface FhirResponse {
@@ -42,6 +45,8 @@ export interface FhirEnv {
   operations: OperationRegistry;
   /** The job queue that runs `Prefer: respond-async` requests. */
   jobs: Jobs;
+  /** The audit trail every interaction is recorded in (fhir/audited.ts); none: nothing is recorded. */
+  audit?: AuditTrail;
 }
 
 /** The repository writing for the request's caller, with the environment's origin. */

@@ -1,4 +1,7 @@
 import crypto from 'node:crypto';
+import { isSpanContextValid, trace } from '@opentelemetry/api';
+import type { AuditTrail, RequestAudit } from '../audit';
+import type { AuditParties } from '../server-lib/audit-port';
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import type { Resource } from '@medplum/fhirtypes';
 import type { AppContext } from '../context';
@@ -21,10 +24,10 @@ import { jsonText } from './stored-json';
  * asynchronous requests run on `jobs` (the FHIR request job kind is defined there); it serves the
  * built-in operations and `operations` beside them.
  */
-export function fhirEnv(ctx: AppContext, parts: { interceptors: readonly WriteInterceptor[]; jobs: Jobs; operations?: readonly Operation[] }): FhirEnv {
+export function fhirEnv(ctx: AppContext, parts: { interceptors: readonly WriteInterceptor[]; jobs: Jobs; operations?: readonly Operation[]; audit?: AuditTrail }): FhirEnv {
   const baseUrl = fhirBaseUrl(ctx.config);
   const repo = new Repository(ctx.db, baseUrl, ctx.now, parts.interceptors, ctx.config.searchCacheEntries > 0 ? new SearchWindowCache(ctx.config.searchCacheEntries) : undefined);
-  const env: FhirEnv = { ctx, baseUrl, origin: 'rest', repo, operations: fhirOperations(parts.operations), jobs: parts.jobs };
+  const env: FhirEnv = { ctx, baseUrl, origin: 'rest', repo, operations: fhirOperations(parts.operations), jobs: parts.jobs, audit: parts.audit };
   parts.jobs.define(FHIR_REQUEST_JOB, fhirRequestJob(env));
   return env;
 }
@@ -42,17 +45,28 @@ export function fhirRouter(ctx: AppContext, env: FhirEnv): Router {
     const format = negotiateFormat(req.header('accept'), query.find(([n]) => n === '_format')?.[1]);
     res.locals.fhirFormat = format ?? 'json';
     res.locals.pretty = query.some(([n, v]) => n === '_pretty' && v === 'true');
+    const audit = requestAudit(env, req, res);
+    let handled = false;
     try {
       if (!format) throw new OperationOutcomeError(406, [issue('not-supported', 'Accept: only application/fhir+json and application/fhir+xml are served')]);
       // Where the request goes is known before its body is read: a path or operation that does not exist is 404, not a body error.
       const r = route({ method: req.method, path: pathSegments(req.path), query: [], headers: {} });
       if (r.interaction === 'operation' && !env.operations.find(r.operation!, r.type)) throw unknownOperation(r);
       const fhirReq = toFhirRequest(req, query, res.locals.caller as Caller | undefined);
+      fhirReq.audit = audit;
       refuseConditionalCreate(fhirReq.headers.ifNoneExist);
+      handled = true;
       const result = await handle(fhirReq, env, r);
       for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
       send(res, result.status, result.body);
     } catch (err) {
+      // Refused before an interaction ran (no such path, a body that cannot be read): recorded as a refusal.
+      if (!handled && audit && env.audit) {
+        const known = toOutcomeError(err);
+        const status = known?.status ?? 500;
+        const first = known?.issues[0];
+        await env.audit.refused({ method: req.method, url: req.originalUrl, status, failure: first ? `${first.code}: ${first.diagnostics ?? ''}` : 'exception', parties: audit.parties, requestId: audit.requestId });
+      }
       next(err);
     }
   });
@@ -69,6 +83,17 @@ export function fhirRouter(ctx: AppContext, env: FhirEnv): Router {
     send(res, 500, outcome([issue('exception', `Unexpected error; correlation id ${correlationId}`)]));
   });
   return router;
+}
+
+/** Who asks and how the request is named, for the audit trail; none when it records nothing. */
+function requestAudit(env: FhirEnv, req: Request, res: Response): RequestAudit | undefined {
+  if (!env.audit?.enabled) return undefined;
+  const span = trace.getActiveSpan()?.spanContext();
+  return {
+    parties: (res.locals.auditParties as AuditParties | undefined) ?? { address: req.ip },
+    requestId: res.locals.requestId as string | undefined,
+    traceId: span && isSpanContextValid(span) ? span.traceId : undefined,
+  };
 }
 
 /**

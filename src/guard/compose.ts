@@ -1,4 +1,5 @@
 import type { AppContext } from '../context';
+import type { SecurityAudit } from '../server-lib/audit-port';
 import { attestationMethods, type AttestationMethod } from './attestation';
 import { ActiveClients } from './authserver/clients/client-store';
 import { UpstreamIdps } from './authserver/code-flow/upstream-idps';
@@ -42,6 +43,8 @@ export interface GuardOptions {
   sessions?: RevokedSessions;
   /** The application's card issuers (app.ts reports their state in /readyz); by default its own. */
   cardIssuers?: CardIssuers;
+  /** The audit trail, told of the authorization server's security events. */
+  audit?: SecurityAudit;
   /** Takes the guard's start-up work (`warmUpGuard`), for the server to await before it listens. */
   warmUp?: (work: () => Promise<void>) => void;
 }

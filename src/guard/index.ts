@@ -17,5 +17,6 @@ export { enforcementPoint, pepSettings, upstreamProxy, type PepOptions } from '.
 export { loadPolicyData, policyEngineReady } from './policy';
 export { InvalidWorkloadRequest, issueWorkloadToken, MAX_WORKLOAD_TOKEN_TTL_SEC } from './authserver/workload/issue-workload-token';
 export { SigningKeys } from './keys/signing-keys';
+export { auditSigner, CheckpointKeyUnavailable } from './keys/audit-signer';
 export { guardSettings } from './settings';
 export { aslRequired, aslRoutes } from './asl/asl-routes';

@@ -12,6 +12,10 @@ import { clientIp, guardErrorHandler, handleAsync, sendCachedJson, sendGuardErro
 import { issueNonce } from './state/nonce-store';
 import { hitRateLimit, rateLimitHeaders } from './state/rate-limit';
 import { warmUpGuard } from './warm-up';
+import { partiesOfIssued, SecurityEvents } from './http/security-events';
+import type { GuardError } from './errors';
+import type { AuditParties, SecurityEventCode } from '../server-lib/audit-port';
+import { REFRESH_TOKEN_REUSED } from './authserver/grants/refresh-token';
 import { versionEntries, versionGate } from './versions';
 
 // The guard's routes: discovery and the authorization server under /svc/v{major}, each endpoint
@@ -30,6 +34,7 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   const prMetadata = protectedResourceMetadata(settings, deps.urls, deps.policyData, versions);
   const router = Router();
   const limited = (name: string) => rateLimitPerIp(deps, name);
+  const events = new SecurityEvents(options.audit);
 
   router.get('/.well-known/oauth-authorization-server', limited('discovery'), (req, res) => {
     sendCachedJson(req, res, asMetadata, settings.discoveryMaxAgeSec);
@@ -96,9 +101,11 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   v.post(
     '/register',
     express.json({ limit: '64kb', type: () => true, strict: false }),
-    handleAsync(async (req, res) => {
+    events.handler(registrationRefusal, async (req, res) => {
       if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
       const outcome = await registerClient(deps, req.body);
+      // 201: registered; 202: an e-mail code or a challenge is pending (recorded when it is verified).
+      if (outcome.status === 201) await events.record(req, res, 'client-registered', registeredParties(outcome.body));
       res.setHeader('Cache-Control', 'no-store');
       res.status(outcome.status).json(outcome.body);
     }),
@@ -116,18 +123,23 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   v.post(
     '/register/verify',
     express.json({ limit: '16kb', type: () => true, strict: false }),
-    handleAsync(async (req, res) => {
-      if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
-      const record = await verifyRegistration(ctx, req.body);
-      res.setHeader('Cache-Control', 'no-store');
-      res.status(201).json(record);
-    }),
+    events.handler(
+      (err) => (err.status === 429 || err.status >= 500 ? undefined : 'email-code-failed'),
+      async (req, res) => {
+        if (!req.is('application/json')) throw new InvalidRequest('the request must be application/json');
+        const record = await verifyRegistration(ctx, req.body);
+        await events.record(req, res, 'client-registered', registeredParties(record));
+        res.setHeader('Cache-Control', 'no-store');
+        res.status(201).json(record);
+      },
+    ),
   );
   v.post(
     '/token',
     express.text({ limit: '64kb', type: () => true }),
-    handleAsync(async (req, res) => {
+    events.handler(tokenRefusal, async (req, res) => {
       const tokens = await tokenEndpoint(forMajor(res), endpointRequest(req));
+      await events.record(req, res, 'token-issued', partiesOfIssued(tokens.access_token));
       res.setHeader('Cache-Control', 'no-store');
       res.json(tokens);
     }),
@@ -135,11 +147,15 @@ export function guardRouter(ctx: AppContext, options: GuardOptions = {}): Router
   v.post(
     '/revoke',
     express.text({ limit: '64kb', type: () => true }),
-    handleAsync(async (req, res) => {
-      await revokeEndpoint(forMajor(res), endpointRequest(req));
-      res.setHeader('Cache-Control', 'no-store');
-      res.status(200).end();
-    }),
+    events.handler(
+      () => undefined,
+      async (req, res) => {
+        await revokeEndpoint(forMajor(res), endpointRequest(req));
+        await events.record(req, res, 'token-revoked');
+        res.setHeader('Cache-Control', 'no-store');
+        res.status(200).end();
+      },
+    ),
   );
   v.all(['/nonce', '/register', '/register/verify', '/register/resend', '/token', '/revoke', '/jwks', '/authorize', '/par', '/redirect', '/openid-providers'], (_req, res) => {
     res.setHeader('Allow', ['/nonce', '/jwks', '/authorize', '/redirect', '/openid-providers'].includes(_req.path) ? 'GET' : 'POST');
@@ -197,4 +213,24 @@ function rateLimitPerIp(deps: GuardDeps, bucket: string | ((req: Request) => str
       next();
     });
   };
+}
+
+/** A refused registration: an attestation that did not verify, or another reason. */
+function registrationRefusal(err: GuardError): SecurityEventCode | undefined {
+  if (err.status === 429 || err.status >= 500) return undefined;
+  return /attest|platform_[ab]|tpm|quote|certificate|credential|posture/i.test(err.description) ? 'attestation-failed' : 'registration-refused';
+}
+
+/** A refused token request; a reused refresh token (the family revoked) is its own event. */
+function tokenRefusal(err: GuardError): SecurityEventCode | undefined {
+  if (err.status >= 500 || err.code === 'use_dpop_nonce') return undefined;
+  return err.description === REFRESH_TOKEN_REUSED ? 'refresh-token-reuse' : 'token-refused';
+}
+
+/** The client a registration answer names. */
+function registeredParties(body: unknown): AuditParties {
+  const b = body as { client_id?: unknown; software_id?: unknown; software_version?: unknown } | undefined;
+  return typeof b?.client_id === 'string'
+    ? { client: { clientId: b.client_id, product: typeof b.software_id === 'string' ? b.software_id : undefined, version: typeof b.software_version === 'string' ? b.software_version : undefined } }
+    : {};
 }

@@ -72,6 +72,27 @@ export const trustListNextUpdate = new Gauge({
   registers: [metricsRegistry],
 });
 
+export const auditEvents = new Counter({
+  name: 'terminus_audit_events_total',
+  help: 'AuditEvents stored (src/audit/), by kind (rest, security) and outcome (0, 4, 8)',
+  labelNames: ['kind', 'outcome'],
+  registers: [metricsRegistry],
+});
+
+export const auditWriteSeconds = new Histogram({
+  name: 'terminus_audit_write_seconds',
+  help: 'From an access to its AuditEvent stored, through the group commit of reads (the delay AUDIT_MODE=sync adds to an answer)',
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+  registers: [metricsRegistry],
+});
+
+export const auditFailures = new Counter({
+  name: 'terminus_audit_failures_total',
+  help: 'AuditEvents that could not be stored, by stage (store, link, checkpoint, purge); with AUDIT_MODE=sync the access was refused with 503',
+  labelNames: ['stage'],
+  registers: [metricsRegistry],
+});
+
 export const slotsRetired = new Counter({
   name: 'terminus_slots_retired_total',
   help: 'Free slots past SLOT_RETENTION_DAYS expunged with their index rows (src/booking/slot-retention.ts)',

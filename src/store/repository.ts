@@ -8,7 +8,7 @@ import { extractIndexRows, type IndexRows } from './search/extract';
 import { deleteIndexRows, deleteIndexRowsOf, indexWriteCtes, insertIndexRows } from './search/index-writer';
 import { executeSearch, type SearchRequest, type SearchResult } from './search/sql';
 import type { SearchWindowCache } from './search/window-cache';
-import type { WriteEvent, WriteInterceptor, WriteOrigin } from './write-interceptors';
+import type { WriteEvent, WriteInterceptor, WriteOrigin, WrittenEvent } from './write-interceptors';
 
 export interface WriteOptions {
   /** Institution recorded as owner at creation (kept on later versions). */
@@ -39,6 +39,13 @@ export interface WriteOptions {
 export interface Alongside {
   statements: string[];
   params: unknown[];
+}
+
+/** Two sets of rows alongside as one, the second's parameters numbered after the first's. */
+function joined(a: Alongside | undefined, b: Alongside | undefined): Alongside | undefined {
+  if (!a || !b) return a ?? b;
+  const offset = a.params.length;
+  return { statements: [...a.statements, ...b.statements.map((text) => text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + offset}`))], params: [...a.params, ...b.params] };
 }
 
 /** A statement made of `alongside` alone: `WITH` its statements, selecting nothing. */
@@ -254,6 +261,11 @@ export class Repository {
       );
       await deleteIndexRows(tx.db, type, id, row.owner !== null);
       tx.remember(type, id, { resource: content as Resource, deleted: true, owner: row.owner, versionId });
+      const along = tx.alongWrites({ interaction: 'delete', type, id, versionId, resource: content as Resource });
+      if (along) {
+        const { sql, params } = alongsideStatement(along);
+        await tx.db.query(sql, params);
+      }
     });
   }
 
@@ -328,7 +340,8 @@ export class Repository {
         const owner = row ? row.owner : (opts.owner ?? null);
         // One statement (data-modifying CTEs): the resource row, its version, its index rows and
         // the caller's rows alongside change together in a single round trip.
-        const { sql, params } = writeStatement({ type, id, versionId, lastUpdated, stored, owner, exists: !!row }, extractIndexRows(stored, this.baseUrl), opts.alongside?.(id));
+        const observed = tx.alongWrites({ interaction: opts.interaction ?? (row && !row.deleted ? 'update' : 'create'), type, id, versionId, resource: stored });
+        const { sql, params } = writeStatement({ type, id, versionId, lastUpdated, stored, owner, exists: !!row }, extractIndexRows(stored, this.baseUrl), joined(opts.alongside?.(id), observed));
         await tx.db.query(sql, params, { prepare: true });
         tx.remember(type, id, { resource: stored, deleted: false, owner, versionId });
         return { resource: stored, created: !row || row.deleted };
@@ -340,8 +353,17 @@ export class Repository {
   /** Runs the interceptors of the event's type, in the order they were composed. */
   private async intercept(event: Omit<WriteEvent, 'origin' | 'writer' | 'repo'>): Promise<void> {
     for (const interceptor of this.interceptors) {
-      if (interceptor.types.includes(event.type)) await interceptor.beforeWrite({ ...event, origin: this.acting.origin, writer: this.acting.writer, repo: this });
+      if (interceptor.beforeWrite && interceptor.types.includes(event.type)) await interceptor.beforeWrite({ ...event, origin: this.acting.origin, writer: this.acting.writer, repo: this });
     }
+  }
+
+  /** The rows the interceptors that observe writes (`alongWrite`) store with this version, in the order they were composed. */
+  private alongWrites(event: Omit<WrittenEvent, 'origin' | 'writer' | 'repo'>): Alongside | undefined {
+    let out: Alongside | undefined;
+    for (const interceptor of this.interceptors) {
+      if (interceptor.alongWrite && interceptor.types.includes(event.type)) out = joined(out, interceptor.alongWrite({ ...event, origin: this.acting.origin, writer: this.acting.writer, repo: this }));
+    }
+    return out;
   }
 
   private inTransaction<T>(fn: (tx: Repository) => Promise<T>): Promise<T> {

@@ -1,6 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
 import type { Caller } from '../common/identity';
-import type { Repository } from './repository';
+import type { Alongside, Repository } from './repository';
 
 /**
  * Who caused a write. Interceptors apply to every origin unless they say otherwise: the booking
@@ -29,6 +29,20 @@ export interface WriteEvent {
   repo: Repository;
 }
 
+/** One write as it is stored, inside its transaction: what an observer of every write (the audit trail) records. */
+export interface WrittenEvent {
+  interaction: 'create' | 'update' | 'patch' | 'delete';
+  type: string;
+  id: string;
+  versionId: number;
+  /** The version stored (for delete: the version deleted). */
+  resource: Resource;
+  origin: WriteOrigin;
+  writer?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>;
+  /** Bound to the write's transaction. */
+  repo: Repository;
+}
+
 /**
  * A rule that must hold for every write of some types, whatever the route: booking keeps its
  * reservations in step with Appointments, subscriptions check Subscriptions and wake the
@@ -38,5 +52,11 @@ export interface WriteEvent {
 export interface WriteInterceptor {
   readonly name: string;
   readonly types: readonly string[];
-  beforeWrite(event: WriteEvent): Promise<void>;
+  beforeWrite?(event: WriteEvent): Promise<void>;
+  /**
+   * Rows of the interceptor's own tables that belong with this version (the audit trail's
+   * AuditEvent of the write): written by the write's own statement, as data-modifying CTEs, so
+   * they commit or roll back with it and cost no round trip.
+   */
+  alongWrite?(event: WrittenEvent): Alongside | undefined;
 }

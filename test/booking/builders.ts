@@ -30,6 +30,8 @@ export async function bookingFixture(opts: { pglite?: boolean; env?: Record<stri
   const bundle = JSON.parse(fs.readFileSync(path.join(__dirname, '../../fixtures/isik-stufe5.json'), 'utf8')) as Bundle;
   const terminus = composeTerminus(ctx, { interceptors: opts.interceptors });
   await importResources(terminus.fhir, bundle);
+  // The audit trail's partitions exist before the tests count statements.
+  await terminus.audit.prepare();
   return {
     ctx,
     app: terminus.app,

@@ -11,6 +11,17 @@ let f: BookingFixture;
 const recorder = statementRecorder();
 const { sent } = recorder;
 
+/**
+ * The statements of the request's transaction: from the first BEGIN through its COMMIT. After the
+ * commit the audit trail links the booking's AuditEvents in a transaction of its own, in the
+ * background (src/audit/audit-trail.ts); those are not the booking's round trips.
+ */
+function ownTransaction(all: string[]): string[] {
+  const statements = all.map((s) => s.replace(/\s+/g, ' '));
+  const commit = statements.indexOf('COMMIT');
+  return commit < 0 ? statements : statements.slice(0, commit + 1);
+}
+
 beforeAll(async () => {
   f = await bookingFixture();
   recorder.start();
@@ -23,10 +34,11 @@ afterAll(async () => {
 
 test('a slot-mode $book of a new appointment sends at most 5 statements, BEGIN and COMMIT included', async () => {
   const body = { resourceType: 'Parameters', parameter: [{ name: 'appt-resource', resource: proposal() }] };
+  await f.terminus.audit.linkAll(); // the audit trail links earlier writes in the background: not this booking's statements
   sent.length = 0;
   const res = await request(f.app).post('/fhir/Appointment/$book').set('content-type', 'application/fhir+json').send(body);
   expect(res.status).toBe(201);
-  const statements = sent.map((s) => s.replace(/\s+/g, ' '));
+  const statements = ownTransaction(sent);
   expect(statements[0]).toBe('BEGIN');
   expect(statements[statements.length - 1]).toBe('COMMIT');
   expect(statements.length).toBeLessThanOrEqual(5);
@@ -47,11 +59,12 @@ test('a slot-mode $book of a new appointment sends at most 5 statements, BEGIN a
 test('a schedule-mode $book of a whole free slot sends at most 6 statements: the slot lookup, then the lock with the participants and the schedule', async () => {
   const { slot: _slot, ...appt } = proposal({ start: '2027-01-31T11:05:00Z', end: '2027-01-31T11:55:00Z' });
   const body = parameters({ 'appt-resource': appt, schedule: { valueReference: { reference: 'Schedule/Schedule-Read-Example' } } });
+  await f.terminus.audit.linkAll(); // the audit trail links earlier writes in the background: not this booking's statements
   sent.length = 0;
   const res = await request(f.app).post('/fhir/Appointment/$book').set('content-type', 'application/fhir+json').send(body);
   expect(res.status).toBe(201);
   expect(res.body.slot).toEqual([{ reference: 'Slot/Slot-Free-By-Schedule-Example' }]);
-  const statements = sent.map((s) => s.replace(/\s+/g, ' '));
+  const statements = ownTransaction(sent);
   expect(statements[0]).toBe('BEGIN');
   expect(statements[statements.length - 1]).toBe('COMMIT');
   // BEGIN, the lookup, the lock (participants and the Schedule read with it), the slot, the Appointment with its holds, COMMIT.

@@ -31,3 +31,9 @@ export async function insertSigningKey(db: Db, row: SigningKeyRow, createdAt: Da
     [row.kid, JSON.stringify(row.public_jwk), row.private_enc, row.kek_id, createdAt, row.retire_at, row.unpublish_at],
   );
 }
+
+/** One key by its kid, published or not (an audit checkpoint it signed is checked years later). */
+export async function signingKeyByKid(db: Db, kid: string): Promise<SigningKeyRow | undefined> {
+  const r = await db.query<SigningKeyRow>('SELECT * FROM guard_signing_key WHERE kid = $1', [kid]);
+  return r.rows[0];
+}

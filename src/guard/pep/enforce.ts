@@ -8,7 +8,8 @@ import type { SharedState } from '../state/shared-state';
 import { accessTokenFrom } from './access-token-credentials';
 import { InsufficientScope } from './errors';
 import { CLIENT_DATA, clientDataHeader, POPP_CONTENT, poppContentHeader, USER_INFO, userInfoHeader } from './forwarded-headers';
-import { logHash, callerOf } from './caller';
+import { auditPartiesOf, logHash, callerOf } from './caller';
+import type { AuditParties } from '../../server-lib/audit-port';
 import type { PoppJwks } from './popp/popp-jwks';
 import { reachRequiresPopp } from './popp/popp-routes';
 import { verifyPopp, type VerifiedPopp } from './popp/verify-popp';
@@ -48,6 +49,8 @@ export interface ResourceRequest {
 /** What an admitted request carries on: its caller, and the identity headers for the application. */
 export interface Decision {
   caller: Caller;
+  /** The caller as the audit trail names them. */
+  parties: AuditParties;
   /** Headers to add to the request (ZETA: user info, client data, PoPP content). */
   forward: Record<string, string>;
 }
@@ -56,6 +59,8 @@ export interface Decision {
 export interface Trace {
   responseHeaders: Record<string, string>;
   clientHash?: string;
+  /** Who the token speaks for, once it is verified: the audit trail names them on a refusal too. */
+  parties?: AuditParties;
 }
 
 export interface EnforcementDeps {
@@ -79,6 +84,7 @@ export interface TokenFacts {
   userInfo: string;
   clientData: string;
   caller: Caller;
+  parties: AuditParties;
 }
 
 /**
@@ -93,6 +99,7 @@ export async function enforce(request: ResourceRequest, deps: EnforcementDeps, t
   const token = await deps.tokens.verify(accessToken); // JWKS, typ, alg, iss, aud, exp/nbf/iat, cnf
   const facts = factsOf(deps, token);
   trace.clientHash = facts.clientHash; // the access log never sees identities in clear
+  trace.parties = facts.parties;
   const now = deps.now();
   const sent = { dpop: request.headers.dpop, method: request.method, originalUrl: request.originalUrl };
   const proof = await verifyRequestProof(settings, now, sent, accessToken, token, deps.proofKeys); // RFC 9449 §4.3, ath, cnf.jkt
@@ -114,7 +121,7 @@ export async function enforce(request: ResourceRequest, deps: EnforcementDeps, t
   const popp = await patientPresence(deps, request, reach, token.sub, now); // PoPP where configured: missing 400, invalid 403
   const forward: Record<string, string> = { [USER_INFO]: facts.userInfo, [CLIENT_DATA]: facts.clientData }; // A_26589-01
   if (popp) forward[POPP_CONTENT] = poppContentHeader(popp.payloadJson, settings.headerCaps);
-  return { caller: facts.caller, forward };
+  return { caller: facts.caller, parties: facts.parties, forward };
 }
 
 /** Shared by every request with this token: nobody downstream may change it. */
@@ -133,6 +140,7 @@ function factsOf(deps: EnforcementDeps, token: AccessTokenPayload): TokenFacts {
       userInfo: userInfoHeader(token, deps.settings.headerCaps),
       clientData: clientDataHeader(token, deps.settings.headerCaps),
       caller: frozen(callerOf(token, deps.repositoryOwners)),
+      parties: auditPartiesOf(token),
     };
     deps.facts.set(token, facts);
   }

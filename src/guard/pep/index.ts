@@ -4,7 +4,8 @@ import type { AppContext } from '../../context';
 import { FhirFormatError } from '../../model';
 import type { FhirReachPort } from '../../common/fhir-reach';
 import { isGuardError } from '../errors';
-import { sendGuardError } from '../http/respond';
+import type { SecurityAudit } from '../../server-lib/audit-port';
+import { clientIp, sendGuardError } from '../http/respond';
 import { SigningKeys } from '../keys/signing-keys';
 import { guardSettings } from '../settings';
 import { RevokedSessions } from '../state/revoked-sessions';
@@ -31,6 +32,8 @@ export interface PepOptions {
   state?: SharedState;
   /** The application's session liveness, shared with its authorization server; by default one of its own. */
   sessions?: RevokedSessions;
+  /** The audit trail, told of every request refused here (docs/architecture.md, Audit trail). */
+  audit?: SecurityAudit;
 }
 
 /**
@@ -80,12 +83,22 @@ export function enforcementPoint(ctx: AppContext, options: PepOptions) {
           guardDecisions.inc({ decision: 'allowed', error: '' });
           for (const [k, v] of Object.entries(decision.forward)) req.headers[k] = v;
           res.locals.caller = decision.caller; // the FHIR layer's typed caller
+          res.locals.auditParties = { ...decision.parties, address: clientIp(req) };
         }
         next();
       },
-      (err: unknown) => {
+      async (err: unknown) => {
         answer();
         if (!isGuardError(err)) return next(err);
+        // A refusal is recorded with what is known: the token's parties when it verified, else the address alone.
+        await options.audit?.refused({
+          method: req.method,
+          url: req.originalUrl,
+          status: err.status,
+          failure: `${err.code}: ${err.description}`,
+          parties: { ...trace.parties, address: clientIp(req) },
+          requestId: res.locals.requestId as string | undefined,
+        });
         sendGuardError(res, settings.issuer, withChallenge(err));
       },
     )

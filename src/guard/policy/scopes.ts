@@ -13,6 +13,8 @@ export const DEFAULT_PATIENT_SCOPES = [
   'patient/CodeSystem.rs',
   'patient/Appointment.crus',
   'patient/Patient.r',
+  // The AuditEvents about their own data (the store shows a patient no others).
+  'patient/AuditEvent.rs',
 ];
 
 /** Scopes a patient may get. */

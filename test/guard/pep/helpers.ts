@@ -30,9 +30,10 @@ export interface PepHarness {
 }
 
 /** A real app with the enforcement point on a fresh store (or a shared one: two replicas); Redis when REDIS_URL is set. */
-export async function pepHarness(o: { env?: Record<string, string>; db?: Db; fixture?: boolean } = {}): Promise<PepHarness> {
+export async function pepHarness(o: { env?: Record<string, string>; db?: Db; fixture?: boolean; redis?: false } = {}): Promise<PepHarness> {
   const ctx = await createTestContext({ env: { ...PEP_ENV, ...o.env }, db: o.db });
-  const redis = process.env.REDIS_URL ? new Redis(process.env.REDIS_URL, { maxRetriesPerRequest: 2 }) : undefined;
+  // `redis: false`: a file that never needs Redis (test/store-env.js REDIS_FREE) does not even read REDIS_URL.
+  const redis = o.redis !== false && process.env.REDIS_URL ? new Redis(process.env.REDIS_URL, { maxRetriesPerRequest: 2 }) : undefined;
   if (redis) ctx.redis = redis;
   const terminus = composeTerminus(ctx);
   if (o.fixture) {

@@ -66,7 +66,7 @@ async function refreshGrant(deps: GuardDeps, r: RefreshRequest): Promise<TokenRe
     await tokenIsUnused(deps, stored);
   }
   await revokeSession(ctx, deps.sessions, rt.session.sid, 'refresh token reused');
-  throw new InvalidGrant('refresh token already used; the session has been revoked');
+  throw new InvalidGrant(REFRESH_TOKEN_REUSED);
 }
 
 function parametersArePresent(r: RefreshRequest): string {
@@ -103,11 +103,14 @@ function resourceIsTheSessionResource(params: Map<string, string>, rt: RefreshTo
   }
 }
 
+/** The description of a refused reuse (RFC 9700 §4.14.2): the audit trail records it as a security event of its own. */
+export const REFRESH_TOKEN_REUSED = 'refresh token already used; the session has been revoked';
+
 async function tokenIsUnused(deps: GuardDeps, rt: RefreshTokenRecord): Promise<void> {
   if (rt.consumedAt) {
     // RFC 9700 §4.14.2: the AS cannot tell the attacker from the client, so the family dies.
     await revokeSession(deps.ctx, deps.sessions, rt.session.sid, 'refresh token reused');
-    throw new InvalidGrant('refresh token already used; the session has been revoked');
+    throw new InvalidGrant(REFRESH_TOKEN_REUSED);
   }
 }
 

@@ -1,0 +1,187 @@
+import type { Db } from '../store';
+import { auditColumns } from './chain';
+import { linkHash } from './chain';
+import type { AuditEvent } from '@medplum/fhirtypes';
+
+/** A bytea column as a Buffer (pg gives a Buffer, PGlite a Uint8Array). */
+export function bytes(value: Uint8Array): Buffer {
+  return Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+}
+
+/** One AuditEvent as stored: its JSON exactly as hashed, and the columns derived from it. */
+export interface StoredAudit {
+  id: string;
+  recorded: Date;
+  content: string;
+}
+
+export function storedAudit(event: AuditEvent): StoredAudit {
+  return { id: event.id!, recorded: new Date(event.recorded), content: JSON.stringify(event) };
+}
+
+const COLUMNS = 'id, recorded, content, type, subtypes, action, outcome, agents, entities, patients';
+
+function columnsOf(row: StoredAudit): unknown[] {
+  const c = auditColumns(JSON.parse(row.content) as AuditEvent);
+  return [row.id, row.recorded, row.content, c.type, c.subtypes, c.action, c.outcome, c.agents, c.entities, c.patients];
+}
+
+/** The monthly partition a time falls in (UTC). */
+export function monthOf(t: Date): { name: string; from: string; to: string } {
+  const y = t.getUTCFullYear();
+  const m = t.getUTCMonth();
+  const from = new Date(Date.UTC(y, m, 1));
+  const to = new Date(Date.UTC(y, m + 1, 1));
+  return { name: `audit_event_${y}_${String(m + 1).padStart(2, '0')}`, from: from.toISOString(), to: to.toISOString() };
+}
+
+/**
+ * Makes the month's partition unless it exists. Two replicas making the same one serialise on an
+ * advisory lock of the transaction, so the second finds it made.
+ */
+export async function ensurePartition(db: Db, t: Date): Promise<void> {
+  const month = monthOf(t);
+  await db.transaction(async (tx) => {
+    await tx.query("SELECT pg_advisory_xact_lock(hashtext('audit_event partitions'))");
+    await tx.query(`CREATE TABLE IF NOT EXISTS ${month.name} PARTITION OF audit_event FOR VALUES FROM ('${month.from}') TO ('${month.to}')`);
+  });
+}
+
+/** The partitions there are, oldest first, with the end of the month each holds. */
+export async function partitions(db: Db): Promise<{ name: string; to: Date }[]> {
+  const { rows } = await db.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'audit_event' ORDER BY c.relname`,
+  );
+  return rows.flatMap((r) => {
+    const m = /^audit_event_(\d{4})_(\d{2})$/.exec(r.name);
+    return m ? [{ name: r.name, to: new Date(Date.UTC(Number(m[1]), Number(m[2]), 1)) }] : [];
+  });
+}
+
+export async function dropPartition(db: Db, name: string): Promise<void> {
+  if (!/^audit_event_\d{4}_\d{2}$/.test(name)) throw new Error(`not an audit partition: ${name}`);
+  await db.query(`DROP TABLE IF EXISTS ${name}`);
+}
+
+/**
+ * The statement that stores AuditEvents not yet linked (a write's, inside its transaction;
+ * `linkPending` links them), its parameters numbered from $1.
+ */
+export function unlinkedInsert(rows: StoredAudit[]): { sql: string; params: unknown[] } {
+  const params: unknown[] = [];
+  const tuples = rows.map((row) => {
+    const cols = columnsOf(row);
+    const base = params.length;
+    params.push(...cols);
+    return `(${cols.map((_, i) => `$${base + i + 1}`).join(', ')})`;
+  });
+  return { sql: `INSERT INTO audit_event (${COLUMNS}) VALUES ${tuples.join(', ')}`, params };
+}
+
+export async function insertUnlinked(db: Db, rows: StoredAudit[]): Promise<void> {
+  if (rows.length === 0) return;
+  const { sql, params } = unlinkedInsert(rows);
+  await db.query(sql, params);
+}
+
+interface ChainHead {
+  chain: number;
+  head_seq: string;
+  head_hash: Buffer;
+}
+
+/**
+ * A chain no other transaction is linking into now, locked for this one; `undefined` when all
+ * are busy (the caller waits for one: `wait`).
+ */
+async function takeChain(tx: Db, wait: boolean): Promise<ChainHead | undefined> {
+  const { rows } = await tx.query<ChainHead>(
+    `SELECT chain, head_seq::text AS head_seq, head_hash FROM audit_chain ORDER BY random() LIMIT 1 FOR UPDATE${wait ? '' : ' SKIP LOCKED'}`,
+  );
+  return rows[0] && { ...rows[0], head_hash: bytes(rows[0].head_hash) };
+}
+
+/** Links `rows` after the chain's head, in order; returns the columns to store and the new head. */
+function linkAfter(head: ChainHead, rows: StoredAudit[]): { links: { seq: bigint; prev: Buffer; hash: Buffer }[]; seq: bigint; hash: Buffer } {
+  let seq = BigInt(head.head_seq);
+  let prev = head.head_hash;
+  const links = rows.map((row) => {
+    seq += 1n;
+    const hash = linkHash(head.chain, seq, prev, row.content);
+    const link = { seq, prev, hash };
+    prev = hash;
+    return link;
+  });
+  return { links, seq, hash: prev };
+}
+
+/**
+ * Stores AuditEvents linked into a chain in one transaction: the group commit of reads. The
+ * chain's row stays locked until the commit, so no other linker forks it.
+ */
+export async function appendLinked(db: Db, rows: StoredAudit[]): Promise<void> {
+  if (rows.length === 0) return;
+  await db.transaction(async (tx) => {
+    const head = (await takeChain(tx, false)) ?? (await takeChain(tx, true))!;
+    const { links, seq, hash } = linkAfter(head, rows);
+    const values: unknown[] = [];
+    const tuples = rows.map((row, i) => {
+      const cols = [...columnsOf(row), head.chain, links[i].seq.toString(), links[i].prev, links[i].hash];
+      const base = values.length;
+      values.push(...cols);
+      return `(${cols.map((_, j) => `$${base + j + 1}`).join(', ')})`;
+    });
+    await tx.query(`INSERT INTO audit_event (${COLUMNS}, chain, seq, prev_hash, hash) VALUES ${tuples.join(', ')}`, values);
+    await tx.query('UPDATE audit_chain SET head_seq = $2, head_hash = $3 WHERE chain = $1', [head.chain, seq.toString(), hash]);
+  });
+}
+
+/**
+ * Links AuditEvents stored unlinked (writes' events) into a chain, oldest first, at most `limit`;
+ * returns how many. Rows another linker holds are skipped (SKIP LOCKED).
+ */
+export async function linkPending(db: Db, limit = 1000): Promise<number> {
+  return db.transaction(async (tx) => {
+    const { rows } = await tx.query<StoredAudit>(
+      `SELECT id, recorded, content FROM audit_event WHERE chain IS NULL ORDER BY recorded, id LIMIT ${limit} FOR UPDATE SKIP LOCKED`,
+    );
+    if (rows.length === 0) return 0;
+    const head = (await takeChain(tx, false)) ?? (await takeChain(tx, true))!;
+    const { links, seq, hash } = linkAfter(head, rows);
+    await tx.query(
+      `UPDATE audit_event e SET chain = $1, seq = l.seq, prev_hash = l.prev, hash = l.hash
+         FROM (SELECT * FROM unnest($2::uuid[], $3::timestamptz[], $4::bigint[], $5::bytea[], $6::bytea[]) AS t(id, recorded, seq, prev, hash)) l
+        WHERE e.id = l.id AND e.recorded = l.recorded`,
+      [head.chain, rows.map((r) => r.id), rows.map((r) => r.recorded), links.map((l) => l.seq.toString()), links.map((l) => l.prev), links.map((l) => l.hash)],
+    );
+    await tx.query('UPDATE audit_chain SET head_seq = $2, head_hash = $3 WHERE chain = $1', [head.chain, seq.toString(), hash]);
+    return rows.length;
+  });
+}
+
+/** Every chain's head, all chains locked until the transaction ends (a checkpoint's view). */
+export async function lockedHeads(tx: Db): Promise<{ chain: number; seq: string; hash: string }[]> {
+  const { rows } = await tx.query<ChainHead>('SELECT chain, head_seq::text AS head_seq, head_hash FROM audit_chain ORDER BY chain FOR UPDATE');
+  return rows.map((r) => ({ chain: r.chain, seq: r.head_seq, hash: bytes(r.head_hash).toString('hex') }));
+}
+
+export interface CheckpointRow {
+  id: string;
+  made_at: Date;
+  jws: string;
+}
+
+export async function lastCheckpoint(tx: Db): Promise<CheckpointRow | undefined> {
+  const { rows } = await tx.query<CheckpointRow>('SELECT id::text AS id, made_at, jws FROM audit_checkpoint ORDER BY id DESC LIMIT 1');
+  return rows[0];
+}
+
+export async function insertCheckpoint(tx: Db, madeAt: Date, jws: string): Promise<void> {
+  await tx.query('INSERT INTO audit_checkpoint (made_at, jws) VALUES ($1, $2)', [madeAt, jws]);
+}
+
+export async function checkpoints(db: Db): Promise<CheckpointRow[]> {
+  const { rows } = await db.query<CheckpointRow>('SELECT id::text AS id, made_at, jws FROM audit_checkpoint ORDER BY id');
+  return rows;
+}
+
