@@ -27,7 +27,7 @@ module.exports = {
       comment: 'The store knows SQL and versioned resources, not HTTP, FHIR REST, booking rules or the guard.',
       severity: 'error',
       from: { path: layer('store') },
-      to: { path: '^src/(fhir|booking|subscriptions|guard|jobs|client|cli|attestation-helper)/|^src/(app|server|main)\\.ts$' },
+      to: { path: '^src/(fhir|booking|subscriptions|guard|jobs|audit|client|cli|attestation-helper)/|^src/(app|server|main)\\.ts$' },
     },
     {
       name: 'demo-is-seed-data',
@@ -58,6 +58,13 @@ module.exports = {
       to: { path: layer('subscriptions') },
     },
     {
+      name: 'audit-below-http',
+      comment: 'The audit trail stores and checks AuditEvents: it knows the store and FHIR, not HTTP, the guard or the domain.',
+      severity: 'error',
+      from: { path: layer('audit') },
+      to: { path: '^src/(fhir|booking|subscriptions|guard|jobs|client|cli)/|^src/(app|server|main)\\.ts$' },
+    },
+    {
       name: 'jobs-are-infrastructure',
       comment: 'The queue port runs kinds it is given; it knows no domain and no HTTP.',
       severity: 'error',
@@ -66,10 +73,10 @@ module.exports = {
     },
     {
       name: 'guard-knows-no-fhir',
-      comment: 'The guard sees a FHIR request only through the ports the FHIR layer implements (guard/pep/ports).',
+      comment: 'The guard sees a FHIR request only through the ports the FHIR layer implements (guard/pep/ports), and tells the audit trail through its port (server-lib/audit-port.ts).',
       severity: 'error',
       from: { path: layer('guard') },
-      to: { path: '^src/(fhir|booking|subscriptions|client|cli)/|^src/(app|server|main)\\.ts$' },
+      to: { path: '^src/(fhir|booking|subscriptions|audit|client|cli)/|^src/(app|server|main)\\.ts$' },
     },
     {
       name: 'enforcement-is-pure',

@@ -45,7 +45,7 @@ export async function benchBook(): Promise<string> {
   return sections.join('\n\n');
 }
 
-const book = (first: number) => {
+export const book = (first: number) => {
   let next = first;
   return () => ({ method: 'POST', path: '/fhir/Appointment/$book', headers: BOOK_HEADERS, body: proposal(next++) });
 };
@@ -216,7 +216,7 @@ function slotOf(i: number): { id: string; schedule: number; start: string; end: 
   return { id: `bench-book-${i}`, schedule, start: new Date(start).toISOString().replace('.000Z', 'Z'), end: new Date(start + 15 * 60_000).toISOString().replace('.000Z', 'Z') };
 }
 
-async function prepare(databaseUrl: string | undefined, slots: number): Promise<{ name: string; env: Record<string, string>; cleanup(): Promise<void> }> {
+export async function prepare(databaseUrl: string | undefined, slots: number): Promise<{ name: string; env: Record<string, string>; cleanup(): Promise<void> }> {
   if (databaseUrl) {
     const admin = new Pool({ connectionString: databaseUrl, max: 1 });
     await admin.query('DROP DATABASE IF EXISTS terminus_bench_book WITH (FORCE)');

@@ -14,6 +14,7 @@ import { benchStart } from './start';
 import { benchTls } from './tls';
 import { benchKonnektor } from './konnektor';
 import { benchVolume } from './volume';
+import { benchAudit } from './audit';
 import { serverNode } from './lib/server';
 
 /**
@@ -32,6 +33,7 @@ const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
   start: { title: 'Cold start: the first requests of a fresh process against warm ones', run: benchStart },
   tls: { title: 'TLS 1.3 against plain HTTP: per request on a kept-alive connection and on a new one', run: benchTls },
   konnektor: { title: 'The TI client paths: a login signed by the SMC-B behind a Konnektor, and the local signing proxy', run: benchKonnektor },
+  audit: { title: 'Audit trail: the guarded slot search and $book with AUDIT_MODE=off and sync, bytes per audited request', run: benchAudit },
   volume: { title: 'Volume: realistic calendars loaded at growing sizes, bytes per stored slot, retiring past slots', run: benchVolume },
   compare: { title: 'This tree against a baseline revision: enforcement point and search (same run)', run: benchCompare },
 };

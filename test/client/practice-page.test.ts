@@ -440,6 +440,26 @@ test('subscriptions: topic, masked headers, status; the failing endpoint shows a
   await shot('subscriptions');
 });
 
+test('audit log ("Protokoll"): the page\'s own accesses, one patient\'s at a click, none from tomorrow on', async () => {
+  await page.goto(`${uiUrl}/#/audit`);
+  await page.waitForSelector('tr[data-audit-event]');
+  const rows = page.locator('tr[data-audit-event]');
+  expect(await rows.count()).toBeGreaterThan(3);
+  // The confirmation of the earlier test was a patch of an Appointment by this owner.
+  await expect(page.locator('table.list').textContent()).resolves.toMatch(/patch/);
+  const patientLink = page.locator('tr[data-audit-event] td a').first();
+  const patient = (await patientLink.textContent())!;
+  await patientLink.click();
+  await page.waitForFunction((p) => (globalThis as unknown as { location: { hash: string } }).location.hash.includes(encodeURIComponent(`Patient/${p}`)), patient);
+  await page.waitForSelector('tr[data-audit-event]');
+  const shown = await page.locator('tr[data-audit-event] td:nth-child(7)').allTextContents();
+  expect(new Set(shown)).toEqual(new Set([patient]));
+  await shot('audit-log');
+  const tomorrow = new Date(Date.now() + 2 * 86_400_000).toISOString().slice(0, 10);
+  await page.goto(`${uiUrl}/#/audit?from=${tomorrow}`);
+  await page.waitForSelector('text=Keine Einträge.');
+});
+
 test('state-changing calls need the anti-CSRF token and this origin; the page switches to English', async () => {
   const status = await page.evaluate(async () => (await fetch('/api/appointments/x/confirm', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status);
   expect(status).toBe(403);

@@ -7,6 +7,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { GuardClientError } from '../guard-client';
 import { createCalendar, parseForm, previewCalendar } from './calendar-plan';
 import { Fhir, FhirError, outcome, type Reason, type SignedFetch } from './fhir';
+import { auditLog, type AuditFilter } from './audit-log';
 import { Practice } from './practice';
 import { isTimeZone, machineTimeZone } from './time-zone';
 
@@ -168,6 +169,7 @@ export async function startPracticeUi(o: PracticeUiOptions): Promise<PracticeUi>
   api.post('/calendars/preview', handle((req) => previewCalendar(fhir, parseForm(req.body), zoned(req).timeZone)));
   api.post('/calendars', handle((req) => createCalendar(fhir, parseForm(req.body), zoned(req).timeZone)));
   api.get('/subscriptions', handle(() => practice.subscriptions()));
+  api.get('/audit', handle((req) => auditLog(fhir, auditFilter(req.query))));
   app.use('/api', api);
 
   const live = liveUpdates(practice, o.pollMs ?? 5000, log);
@@ -291,4 +293,10 @@ function publicDir(): string {
   const found = candidates.find((d) => fs.existsSync(path.join(d, 'index.html')));
   if (!found) throw new Error(`the practice page's files are missing (looked in ${candidates.join(', ')})`);
   return found;
+}
+
+/** The audit log's filter from the page's query: strings only, each as typed. */
+function auditFilter(query: Request['query']): AuditFilter {
+  const text = (name: string) => (typeof query[name] === 'string' && query[name] !== '' ? (query[name] as string) : undefined);
+  return { patient: text('patient'), appointment: text('appointment'), user: text('user'), from: text('from'), to: text('to'), cursor: text('cursor') };
 }

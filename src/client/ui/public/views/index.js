@@ -4,6 +4,7 @@
 // someone is filling in a form. A view in the navigation also has a link in index.html and its
 // label `nav.<name>` in i18n.js.
 import { appointmentView } from './appointment.js';
+import { auditView } from './audit.js';
 import { newCalendarView } from './new-calendar.js';
 import { pendingView } from './pending.js';
 import { subscriptionsView } from './subscriptions.js';
@@ -15,4 +16,5 @@ export const views = {
   appointment: { show: appointmentView, live: false },
   'new-calendar': { show: newCalendarView, live: false },
   subscriptions: { show: subscriptionsView, live: true },
+  audit: { show: auditView, live: false },
 };
