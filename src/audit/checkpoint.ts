@@ -49,9 +49,11 @@ export async function purgeExpired(db: Db, signer: AuditSigner | undefined, cuto
   await signer.ready();
   await db.transaction(async (tx) => {
     await tx.query("SELECT pg_advisory_xact_lock(hashtext('audit_checkpoint'))");
+    // The chains first, then the partitions: the order a linker takes them in (no deadlock).
+    const heads = await lockedHeads(tx);
     for (const p of expired) await dropPartition(tx, p.name);
     const starts: CheckpointStatement['starts'] = [];
-    for (const head of await lockedHeads(tx)) {
+    for (const head of heads) {
       const { rows } = await tx.query<{ seq: string; prev_hash: Buffer }>('SELECT e.seq::text AS seq, e.prev_hash FROM audit_event e WHERE e.chain = $1 ORDER BY e.seq LIMIT 1', [head.chain]);
       // A chain purged whole begins after its head: the next row linked into it.
       starts.push(rows[0] ? { chain: head.chain, seq: rows[0].seq, prev: bytes(rows[0].prev_hash).toString('hex') } : { chain: head.chain, seq: (BigInt(head.seq) + 1n).toString(), prev: head.hash });

@@ -1,6 +1,7 @@
 import type { AuditEvent, Bundle } from '@medplum/fhirtypes';
 import request from 'supertest';
 import { CLIENT_ID_SYSTEM } from '../../src/audit/balp';
+import { metricsRegistry } from '../../src/server-lib/metrics';
 import { TELEMATIK_ID_SYSTEM } from '../../src/common/vocabulary';
 import type { TestToken } from '../guard/helpers/get-token';
 import { call, institution, pepHarness, type PepHarness } from '../guard/pep/helpers';
@@ -143,6 +144,21 @@ describe('the audit trail records every access', () => {
     const json = JSON.stringify(events);
     for (const secret of [t.accessToken, t.refreshToken, first.accessToken]) expect(json).not.toContain(secret);
   });
+});
+
+test('metrics: events stored by kind and outcome, the delay an answer waits for its record', async () => {
+  const h = await pepHarness({ env: { REPOSITORY_OWNERS: OWNER }, fixture: true, redis: false });
+  try {
+    const owner = await institution(h, { telematikId: OWNER });
+    expect((await call(h, owner, 'GET', '/Slot/Slot-Free-Example')).status).toBe(200);
+    const text = await metricsRegistry.metrics();
+    expect(text).toMatch(/terminus_audit_events_total\{kind="rest",outcome="0"\} [1-9]/);
+    expect(text).toMatch(/terminus_audit_events_total\{kind="security",outcome="0"\} [1-9]/);
+    expect(text).toMatch(/terminus_audit_write_seconds_count [1-9]/);
+    expect(text).toContain('terminus_audit_failures_total');
+  } finally {
+    await h.close();
+  }
 });
 
 describe('AUDIT_MODE', () => {
