@@ -1,6 +1,5 @@
 import type { Db } from '../store';
-import { auditColumns } from './chain';
-import { linkHash } from './chain';
+import { auditColumns, linkHash, type AuditColumns } from './chain';
 import type { AuditEvent } from '@medplum/fhirtypes';
 
 /** A bytea column as a Buffer (pg gives a Buffer, PGlite a Uint8Array). */
@@ -13,18 +12,22 @@ export interface StoredAudit {
   id: string;
   recorded: Date;
   content: string;
+  columns?: AuditColumns;
 }
 
 export function storedAudit(event: AuditEvent): StoredAudit {
-  return { id: event.id!, recorded: new Date(event.recorded), content: JSON.stringify(event) };
+  return { id: event.id!, recorded: new Date(event.recorded), content: JSON.stringify(event), columns: auditColumns(event) };
 }
 
 const COLUMNS = 'id, recorded, content, type, subtypes, action, outcome, agents, entities, patients';
 
 function columnsOf(row: StoredAudit): unknown[] {
-  const c = auditColumns(JSON.parse(row.content) as AuditEvent);
+  const c = row.columns ?? auditColumns(JSON.parse(row.content) as AuditEvent);
   return [row.id, row.recorded, row.content, c.type, c.subtypes, c.action, c.outcome, c.agents, c.entities, c.patients];
 }
+
+/** The casts of COLUMNS and the link columns, for a VALUES list whose types nothing else gives. */
+const CASTS = ['uuid', 'timestamptz', 'text', 'text', 'text[]', 'text', 'text', 'text[]', 'text[]', 'text[]', 'integer', 'bigint', 'bytea', 'bytea'];
 
 /** The monthly partition a time falls in (UTC). */
 export function monthOf(t: Date): { name: string; from: string; to: string } {
@@ -94,9 +97,10 @@ interface ChainHead {
  * A chain no other transaction is linking into now, locked for this one; `undefined` when all
  * are busy (the caller waits for one: `wait`).
  */
-async function takeChain(tx: Db, wait: boolean): Promise<ChainHead | undefined> {
+async function takeChain(tx: Db, wait: boolean, avoid = 0): Promise<ChainHead | undefined> {
   const { rows } = await tx.query<ChainHead>(
-    `SELECT chain, head_seq::text AS head_seq, head_hash FROM audit_chain ORDER BY random() LIMIT 1 FOR UPDATE${wait ? '' : ' SKIP LOCKED'}`,
+    `SELECT chain, head_seq::text AS head_seq, head_hash FROM audit_chain WHERE chain <> $1 ORDER BY random() LIMIT 1 FOR UPDATE${wait ? '' : ' SKIP LOCKED'}`,
+    [avoid],
   );
   return rows[0] && { ...rows[0], head_hash: bytes(rows[0].head_hash) };
 }
@@ -115,41 +119,62 @@ function linkAfter(head: ChainHead, rows: StoredAudit[]): { links: { seq: bigint
   return { links, seq, hash: prev };
 }
 
+/** Where a chain ends, as one process last saw it. */
+export interface KnownHead {
+  seq: bigint;
+  hash: Buffer;
+}
+
 /**
- * Stores AuditEvents linked into a chain in one transaction: the group commit of reads. The
- * chain's row stays locked until the commit, so no other linker forks it.
+ * Stores AuditEvents linked after the chain's head in one statement, no transaction: the head
+ * moves only if it is still `head` (a compare-and-set on audit_chain, whose row lock orders
+ * concurrent writers), and the rows are inserted only if it moved. Returns the new head, or
+ * `undefined` when another linker moved the head first (nothing was stored: read the head again).
  */
-export async function appendLinked(db: Db, rows: StoredAudit[]): Promise<void> {
-  if (rows.length === 0) return;
-  await db.transaction(async (tx) => {
-    const head = (await takeChain(tx, false)) ?? (await takeChain(tx, true))!;
-    const { links, seq, hash } = linkAfter(head, rows);
-    const values: unknown[] = [];
-    const tuples = rows.map((row, i) => {
-      const cols = [...columnsOf(row), head.chain, links[i].seq.toString(), links[i].prev, links[i].hash];
-      const base = values.length;
-      values.push(...cols);
-      return `(${cols.map((_, j) => `$${base + j + 1}`).join(', ')})`;
-    });
-    await tx.query(`INSERT INTO audit_event (${COLUMNS}, chain, seq, prev_hash, hash) VALUES ${tuples.join(', ')}`, values);
-    await tx.query('UPDATE audit_chain SET head_seq = $2, head_hash = $3 WHERE chain = $1', [head.chain, seq.toString(), hash]);
+export async function appendAfter(db: Db, chain: number, head: KnownHead, rows: StoredAudit[]): Promise<KnownHead | undefined> {
+  const { links, seq, hash } = linkAfter({ chain, head_seq: head.seq.toString(), head_hash: head.hash }, rows);
+  const params: unknown[] = [seq.toString(), hash, chain, head.seq.toString(), head.hash];
+  const tuples = rows.map((row, i) => {
+    const cols = [...columnsOf(row), chain, links[i].seq.toString(), links[i].prev, links[i].hash];
+    const base = params.length;
+    params.push(...cols);
+    return `(${cols.map((_, j) => `$${base + j + 1}::${CASTS[j]}`).join(', ')})`;
   });
+  const { rowCount } = await db.query(
+    `WITH moved AS (UPDATE audit_chain SET head_seq = $1, head_hash = $2 WHERE chain = $3 AND head_seq = $4 AND head_hash = $5 RETURNING chain)
+     INSERT INTO audit_event (${COLUMNS}, chain, seq, prev_hash, hash) SELECT v.* FROM (VALUES ${tuples.join(', ')}) AS v WHERE EXISTS (SELECT 1 FROM moved)`,
+    params,
+  );
+  return rowCount === rows.length ? { seq, hash } : undefined;
+}
+
+/** A chain's head as the store holds it now. */
+export async function readHead(db: Db, chain: number): Promise<KnownHead> {
+  const { rows } = await db.query<{ head_seq: string; head_hash: Uint8Array }>('SELECT head_seq::text AS head_seq, head_hash FROM audit_chain WHERE chain = $1', [chain]);
+  if (!rows[0]) throw new Error(`audit chain ${chain} does not exist`);
+  return { seq: BigInt(rows[0].head_seq), hash: bytes(rows[0].head_hash) };
+}
+
+/** The chains there are. */
+export async function chainNumbers(db: Db): Promise<number[]> {
+  const { rows } = await db.query<{ chain: number }>('SELECT chain FROM audit_chain ORDER BY chain');
+  return rows.map((r) => r.chain);
 }
 
 /**
  * Links AuditEvents stored unlinked (writes' events) into a chain, oldest first, at most `limit`;
  * returns how many. Rows another linker holds are skipped (SKIP LOCKED).
  */
-export async function linkPending(db: Db, limit = 1000): Promise<number> {
+export async function linkPending(db: Db, limit = 1000, avoid = 0): Promise<number> {
   // Most calls find nothing pending: answered by the partial index, no transaction, no lock.
   if ((await db.query('SELECT 1 FROM audit_event WHERE chain IS NULL LIMIT 1')).rows.length === 0) return 0;
   return db.transaction(async (tx) => {
-    // The chain before the rows: every linker and the purge lock chains first (no deadlock).
-    const head = (await takeChain(tx, false)) ?? (await takeChain(tx, true))!;
+    // The rows (and with them the table) before the chain: every linker and the purge lock in that order (no deadlock).
     const { rows } = await tx.query<StoredAudit>(
       `SELECT id, recorded, content FROM audit_event WHERE chain IS NULL ORDER BY recorded, id LIMIT ${limit} FOR UPDATE SKIP LOCKED`,
     );
     if (rows.length === 0) return 0;
+    const head = (await takeChain(tx, false, avoid)) ?? (await takeChain(tx, true, avoid))!;
     const { links, seq, hash } = linkAfter(head, rows);
     await tx.query(
       `UPDATE audit_event e SET chain = $1, seq = l.seq, prev_hash = l.prev, hash = l.hash

@@ -6,7 +6,7 @@ import { GroupCommit } from '../server-lib/group-commit';
 import { auditEvents, auditFailures, auditWriteSeconds } from '../server-lib/metrics';
 import type { AuditSigner, RefusedRequest, SecurityAudit, SecurityEvent } from '../server-lib/audit-port';
 import { auditEvent, type AuditAction, type AuditRecord } from './balp';
-import { appendLinked, ensurePartition, insertUnlinked, linkPending, storedAudit, unlinkedInsert, type StoredAudit } from './audit-store';
+import { appendAfter, chainNumbers, ensurePartition, insertUnlinked, linkPending, readHead, storedAudit, unlinkedInsert, type KnownHead, type StoredAudit } from './audit-store';
 import { makeCheckpoint, purgeExpired } from './checkpoint';
 import { currentFrame } from './scope';
 import { patientsOf } from './patients';
@@ -41,6 +41,9 @@ export class AuditTrail implements SecurityAudit {
   private readonly partitionsMade = new Set<string>();
   /** Partitions made inside a transaction not yet committed. */
   private readonly partitionsIn = new WeakMap<Db, Set<string>>();
+  /** The chains, the one this process appends reads to, and their heads as it last moved them. */
+  private chains?: { numbers: number[]; preferred: number };
+  private readonly heads = new Map<number, KnownHead>();
   /** The partitions made when the application is composed (`prepare`). */
   private preparing?: Promise<void>;
   private linking?: Promise<void>;
@@ -58,7 +61,7 @@ export class AuditTrail implements SecurityAudit {
     this.buffer = new GroupCommit(
       async (rows) => {
         await this.partitionsFor(rows);
-        await appendLinked(this.ctx.db, rows);
+        await this.append(rows);
         return rows.map(() => undefined);
       },
       (row) => row.id,
@@ -220,6 +223,35 @@ export class AuditTrail implements SecurityAudit {
     }
   }
 
+  /**
+   * Appends a batch of reads' AuditEvents after the head of this process's chain in one statement
+   * (`appendAfter`); when another linker moved that head meanwhile, it reads the head again, and
+   * after a second miss moves on to the next chain.
+   */
+  private async append(rows: StoredAudit[]): Promise<void> {
+    if (!this.chains) {
+      const numbers = await chainNumbers(this.ctx.db);
+      this.chains = { numbers, preferred: Math.floor(Math.random() * numbers.length) };
+    }
+    const { numbers } = this.chains;
+    for (let attempt = 0; attempt < 2 * numbers.length; attempt++) {
+      const index = (this.chains.preferred + Math.floor(attempt / 2)) % numbers.length;
+      const chain = numbers[index];
+      let moved: KnownHead | undefined;
+      try {
+        moved = await appendAfter(this.ctx.db, chain, this.heads.get(chain) ?? (await readHead(this.ctx.db, chain)), rows);
+      } finally {
+        if (!moved) this.heads.delete(chain);
+      }
+      if (moved) {
+        this.heads.set(chain, moved);
+        this.chains.preferred = index;
+        return;
+      }
+    }
+    throw new Error('every audit chain moved under each attempt to link into it (too many linkers at once)');
+  }
+
   /** Links everything pending, then signs the chain heads (docs/architecture.md, Audit trail). */
   async checkpoint(): Promise<void> {
     await this.linkAll();
@@ -236,7 +268,7 @@ export class AuditTrail implements SecurityAudit {
   /** Links every row stored unlinked (writes' AuditEvents) now. */
   async linkAll(): Promise<void> {
     while (this.linking) await this.linking;
-    while ((await linkPending(this.ctx.db)) > 0);
+    while ((await linkPending(this.ctx.db, 1000, this.appendChain())) > 0);
   }
 
   /**
@@ -265,13 +297,18 @@ export class AuditTrail implements SecurityAudit {
     this.linking = (async () => {
       do {
         this.linkAgain = false;
-        while ((await linkPending(this.ctx.db)) > 0);
+        while ((await linkPending(this.ctx.db, 1000, this.appendChain())) > 0);
       } while (this.linkAgain);
     })()
       .catch((err: unknown) => this.failed('link', err))
       .finally(() => {
         this.linking = undefined;
       });
+  }
+
+  /** The chain reads are appended to (writes are linked into the others, so the two rarely meet). */
+  private appendChain(): number {
+    return this.chains ? this.chains.numbers[this.chains.preferred] : 0;
   }
 
   private failed(stage: string, err: unknown): void {

@@ -49,7 +49,9 @@ export async function purgeExpired(db: Db, signer: AuditSigner | undefined, cuto
   await signer.ready();
   await db.transaction(async (tx) => {
     await tx.query("SELECT pg_advisory_xact_lock(hashtext('audit_checkpoint'))");
-    // The chains first, then the partitions: the order a linker takes them in (no deadlock).
+    // The table first, then the chains: the order every linker takes them in (no deadlock). Accesses
+    // wait for the purge's moment; it drops tables, it deletes no rows.
+    await tx.query('LOCK TABLE audit_event IN ACCESS EXCLUSIVE MODE');
     const heads = await lockedHeads(tx);
     for (const p of expired) await dropPartition(tx, p.name);
     const starts: CheckpointStatement['starts'] = [];

@@ -1,7 +1,7 @@
 import type { AuditEvent } from '@medplum/fhirtypes';
 import type { Db } from '../store';
 import type { AuditSigner } from '../server-lib/audit-port';
-import { auditColumns, GENESIS, linkHash } from './chain';
+import { auditColumns, GENESIS, linkHash, type AuditColumns } from './chain';
 import { checkpointHash, type CheckpointStatement } from './checkpoint';
 import { bytes, checkpoints } from './audit-store';
 
@@ -18,7 +18,8 @@ interface Problem {
   text: string;
 }
 
-interface Row {
+/** A linked row with the columns its search reads (verify derives them again from its content). */
+interface Row extends AuditColumns {
   id: string;
   recorded: Date;
   content: string;
@@ -26,13 +27,6 @@ interface Row {
   seq: string;
   prev_hash: Buffer;
   hash: Buffer;
-  type: string;
-  subtypes: string[];
-  action: string | null;
-  outcome: string;
-  agents: string[];
-  entities: string[];
-  patients: string[];
 }
 
 /**
