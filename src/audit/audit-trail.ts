@@ -2,7 +2,7 @@ import os from 'node:os';
 import type { AppContext } from '../context';
 import type { Db, WriteInterceptor } from '../store';
 import { RESOURCE_TYPES } from '../store';
-import { GroupCommit } from '../server-lib/group-commit';
+import { PipelinedCommit } from '../server-lib/group-commit';
 import { auditEvents, auditFailures, auditWriteSeconds } from '../server-lib/metrics';
 import type { AuditSigner, RefusedRequest, SecurityAudit, SecurityEvent } from '../server-lib/audit-port';
 import { auditEvent, type AuditAction, type AuditRecord } from './balp';
@@ -12,6 +12,8 @@ import { currentFrame } from './scope';
 import { patientsOf } from './patients';
 import crypto from 'node:crypto';
 
+/** Batches of reads' AuditEvents in flight at once per process, each on a chain of its own (fewer than the chains). */
+const PARALLEL_APPENDS = 4;
 /** How often each replica links rows left unlinked (a write whose process stopped before linking it) and checks partitions. */
 const LINK_INTERVAL_MS = 5_000;
 /** Signed checkpoints of the chain heads: hourly, and at shutdown. */
@@ -37,13 +39,15 @@ export class AuditTrail implements SecurityAudit {
   readonly mode: 'sync' | 'buffered' | 'off';
   /** `source.observer` of every AuditEvent: this instance. */
   readonly source: string;
-  private readonly buffer: GroupCommit<StoredAudit, undefined>;
+  private readonly buffer: PipelinedCommit<StoredAudit, undefined>;
   private readonly partitionsMade = new Set<string>();
   /** Partitions made inside a transaction not yet committed. */
   private readonly partitionsIn = new WeakMap<Db, Set<string>>();
   /** The chains, the one this process appends reads to, and their heads as it last moved them. */
   private chains?: { numbers: number[]; preferred: number };
   private readonly heads = new Map<number, KnownHead>();
+  /** Chains a batch of this process is appending to now. */
+  private readonly appending = new Set<number>();
   /** The partitions made when the application is composed (`prepare`). */
   private preparing?: Promise<void>;
   private linking?: Promise<void>;
@@ -58,14 +62,12 @@ export class AuditTrail implements SecurityAudit {
   ) {
     this.mode = ctx.config.auditMode;
     this.source = `Terminus ${ctx.config.publicUrl} on ${os.hostname()}`;
-    this.buffer = new GroupCommit(
-      async (rows) => {
-        await this.partitionsFor(rows);
-        await this.append(rows);
-        return rows.map(() => undefined);
-      },
-      (row) => row.id,
-    );
+    // Each batch in flight appends to a chain of its own: four commits' waits overlap.
+    this.buffer = new PipelinedCommit(async (rows) => {
+      await this.partitionsFor(rows);
+      await this.append(rows);
+      return rows.map(() => undefined);
+    }, PARALLEL_APPENDS);
   }
 
   get enabled(): boolean {
@@ -231,25 +233,37 @@ export class AuditTrail implements SecurityAudit {
   private async append(rows: StoredAudit[]): Promise<void> {
     if (!this.chains) {
       const numbers = await chainNumbers(this.ctx.db);
-      this.chains = { numbers, preferred: Math.floor(Math.random() * numbers.length) };
+      this.chains ??= { numbers, preferred: Math.floor(Math.random() * numbers.length) };
     }
     const { numbers } = this.chains;
     for (let attempt = 0; attempt < 2 * numbers.length; attempt++) {
-      const index = (this.chains.preferred + Math.floor(attempt / 2)) % numbers.length;
+      const index = this.freeChain(this.chains.preferred + Math.floor(attempt / 2));
       const chain = numbers[index];
+      this.appending.add(chain);
       let moved: KnownHead | undefined;
       try {
         moved = await appendAfter(this.ctx.db, chain, this.heads.get(chain) ?? (await readHead(this.ctx.db, chain)), rows);
       } finally {
+        this.appending.delete(chain);
         if (!moved) this.heads.delete(chain);
       }
       if (moved) {
         this.heads.set(chain, moved);
-        this.chains.preferred = index;
+        if (attempt > 0) this.chains.preferred = index;
         return;
       }
     }
     throw new Error('every audit chain moved under each attempt to link into it (too many linkers at once)');
+  }
+
+  /** The first chain from `from` on that no batch of this process is appending to. */
+  private freeChain(from: number): number {
+    const { numbers } = this.chains!;
+    for (let k = 0; k < numbers.length; k++) {
+      const i = (from + k) % numbers.length;
+      if (!this.appending.has(numbers[i])) return i;
+    }
+    return from % numbers.length;
   }
 
   /** Links everything pending, then signs the chain heads (docs/architecture.md, Audit trail). */

@@ -91,3 +91,58 @@ export class TickBatch<I, O> {
     }
   }
 }
+
+/**
+ * GroupCommit with up to `parallel` writes in flight: the calls made in one turn of the event loop
+ * go together into the next write, which starts at once unless `parallel` writes are under way
+ * (then it waits for one to finish, gathering what comes meanwhile). For writes whose wait is the
+ * store's commit (a WAL flush) rather than the CPU: one write at a time would make each caller wait
+ * for the write before its own too.
+ */
+export class PipelinedCommit<I, O> {
+  private queue: { item: I; resolve: (o: O) => void; reject: (e: unknown) => void }[] = [];
+  private inFlight = 0;
+  private scheduled = false;
+
+  constructor(
+    private readonly write: (items: I[]) => Promise<O[]>,
+    private readonly parallel: number,
+    private readonly maxBatch = 500,
+  ) {}
+
+  submit(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      this.queue.push({ item, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight >= this.parallel) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.start();
+    });
+  }
+
+  private start(): void {
+    while (this.queue.length > 0 && this.inFlight < this.parallel) {
+      const batch = this.queue.splice(0, this.maxBatch);
+      this.inFlight++;
+      void this.run(batch).finally(() => {
+        this.inFlight--;
+        if (this.queue.length > 0) this.schedule();
+      });
+    }
+  }
+
+  private async run(batch: typeof this.queue): Promise<void> {
+    try {
+      const out = await this.write(batch.map((e) => e.item));
+      batch.forEach((e, i) => e.resolve(out[i]));
+    } catch (err) {
+      for (const e of batch) e.reject(err);
+    }
+  }
+}

@@ -1,4 +1,4 @@
-import { GroupCommit, TickBatch } from '../../src/server-lib/group-commit';
+import { GroupCommit, PipelinedCommit, TickBatch } from '../../src/server-lib/group-commit';
 
 /** A write that records each batch and answers items doubled; it finishes when the test says so. */
 function recordingWrite() {
@@ -109,5 +109,49 @@ describe('TickBatch: calls of one turn of the event loop go out together; batche
     }, 2);
     await Promise.all([1, 2, 3, 4, 5].map((i) => batch.submit(i)));
     expect(sizes).toEqual([2, 2, 1]);
+  });
+});
+
+describe('PipelinedCommit', () => {
+  test('calls of one turn go together; at most `parallel` writes are in flight; each caller gets its answer', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const batches: number[][] = [];
+    const release: (() => void)[] = [];
+    const pc = new PipelinedCommit<number, number>(async (items) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      batches.push(items);
+      await new Promise<void>((r) => release.push(r));
+      inFlight--;
+      return items.map((x) => x * 10);
+    }, 2);
+    const first = [1, 2, 3].map((x) => pc.submit(x));
+    await new Promise((r) => setImmediate(r));
+    const second = [4, 5].map((x) => pc.submit(x));
+    await new Promise((r) => setImmediate(r));
+    const third = [6, 7].map((x) => pc.submit(x));
+    await new Promise((r) => setImmediate(r));
+    // Two writes in flight: the third turn's calls wait, gathered, for a free one.
+    expect(batches).toEqual([[1, 2, 3], [4, 5]]);
+    release.shift()!();
+    await Promise.all(first);
+    await new Promise((r) => setImmediate(r));
+    expect(batches).toEqual([[1, 2, 3], [4, 5], [6, 7]]);
+    while (release.length) release.shift()!();
+    expect(await Promise.all([...first, ...second, ...third])).toEqual([10, 20, 30, 40, 50, 60, 70]);
+    expect(most).toBe(2);
+  });
+
+  test('a failed write rejects its own callers only', async () => {
+    const pc = new PipelinedCommit<number, number>(async (items) => {
+      if (items.includes(2)) throw new Error('no');
+      return items;
+    }, 1);
+    const a = pc.submit(1);
+    await new Promise((r) => setImmediate(r));
+    const b = pc.submit(2);
+    await expect(b).rejects.toThrow('no');
+    await expect(a).resolves.toBe(1);
   });
 });
