@@ -16,7 +16,7 @@ const WARMUP_MS = 3_000;
 const BOOK_SLOTS = 20_000;
 
 export const AUDIT_READING =
-  'Reading: with `AUDIT_MODE=sync` a read is answered once its AuditEvent is stored: the events of the reads answered in one turn of the event loop go into one transaction (lock a chain, one multi-row INSERT, the chain head), so under load one commit carries many. A booking\'s AuditEvents (the Appointment created, the Slot taken) are data-modifying CTEs of the booking\'s own statements: no round trip of their own; they are linked into a chain right after the commit, in the background. The bytes are the audit partitions with their indexes (`pg_total_relation_size`) over the events stored in the run.';
+  'Reading: with `AUDIT_MODE=sync` a read is answered once its AuditEvent is stored: the events of the reads answered in one turn of the event loop go into one statement (a compare-and-set of the chain head with a multi-row INSERT, committed on its own), up to four such statements in flight per process, each on a chain of its own, so under load one commit carries many and no caller waits for the commit before its own. A booking\'s AuditEvents (the Appointment created, the Slot taken) are data-modifying CTEs of the booking\'s own statements: no round trip of their own; they are linked into a chain right after the commit, in the background. The bytes are the audit partitions with their indexes (`pg_total_relation_size`) over the events stored in the run.';
 
 /**
  * The audit trail's price: the guarded slot search and `$book` with `AUDIT_MODE=off` and `sync`,

@@ -62,15 +62,17 @@ export interface AuditRecord {
   source: string;
 }
 
+// DICOM (DCM): 110113 Security Alert, 110114 User Authentication, 110122 Login, 110123 Logout,
+// 110152 Destination Role ID, 110153 Source Role ID.
 const SECURITY_TYPES: Record<SecurityEventCode, { type: Coding; dcmSubtype?: Coding }> = {
-  'client-registered': { type: dcm('110114', 'User Authentication') },
-  'registration-refused': { type: dcm('110113', 'Security Alert') },
-  'token-issued': { type: dcm('110114', 'User Authentication'), dcmSubtype: dcm('110122', 'Login') },
-  'token-refused': { type: dcm('110114', 'User Authentication'), dcmSubtype: dcm('110122', 'Login') },
-  'refresh-token-reuse': { type: dcm('110113', 'Security Alert') },
-  'token-revoked': { type: dcm('110114', 'User Authentication'), dcmSubtype: dcm('110123', 'Logout') },
-  'email-code-failed': { type: dcm('110113', 'Security Alert') },
-  'attestation-failed': { type: dcm('110113', 'Security Alert') },
+  'client-registered': { type: dcm('110114') },
+  'registration-refused': { type: dcm('110113') },
+  'token-issued': { type: dcm('110114'), dcmSubtype: dcm('110122') },
+  'token-refused': { type: dcm('110114'), dcmSubtype: dcm('110122') },
+  'refresh-token-reuse': { type: dcm('110113') },
+  'token-revoked': { type: dcm('110114'), dcmSubtype: dcm('110123') },
+  'email-code-failed': { type: dcm('110113') },
+  'attestation-failed': { type: dcm('110113') },
 };
 
 const REST_PROFILE: Record<AuditAction, string> = { C: 'Create', R: 'Read', U: 'Update', D: 'Delete', E: 'Query' };
@@ -87,14 +89,14 @@ export function auditEvent(r: AuditRecord): AuditEvent {
     resourceType: 'AuditEvent',
     id: r.id,
     ...(profile ? { meta: { profile: [profile] } } : {}),
-    type: security?.type ?? { system: BALP.auditEventType, code: 'rest', display: 'RESTful Operation' },
+    type: security?.type ?? { system: BALP.auditEventType, code: 'rest' },
     subtype,
     action: r.action,
     recorded: r.recorded.toISOString(),
     outcome: r.outcome,
     ...(r.outcomeDesc ? { outcomeDesc: r.outcomeDesc } : {}),
     agent: agents(r),
-    source: { observer: { display: r.source }, type: [{ system: BALP.sourceType, code: '4', display: 'Application Server' }] },
+    source: { observer: { display: r.source }, type: [{ system: BALP.sourceType, code: '4' }] },
     entity: entities(r),
   };
 }
@@ -108,7 +110,7 @@ function agents(r: AuditRecord): AuditEventAgent[] {
   const out: AuditEventAgent[] = [];
   const { client, user, address } = r.parties;
   out.push({
-    type: { coding: [dcm(reading ? '110152' : '110153', reading ? 'Destination Role ID' : 'Source Role ID')] },
+    type: { coding: [dcm(reading ? '110152' : '110153')] },
     ...(client
       ? { who: { identifier: { system: CLIENT_ID_SYSTEM, value: client.clientId }, ...(client.product ? { display: [client.product, client.version].filter(Boolean).join(' ') } : {}) } }
       : {}),
@@ -117,14 +119,14 @@ function agents(r: AuditRecord): AuditEventAgent[] {
     ...(client?.attestation ? { policy: [`attestation:${client.attestation}`] } : {}),
   });
   out.push({
-    type: { coding: [dcm(reading ? '110153' : '110152', reading ? 'Source Role ID' : 'Destination Role ID')] },
+    type: { coding: [dcm(reading ? '110153' : '110152')] },
     who: { display: r.source },
     requestor: false,
   });
   if (user) {
     out.push({
-      type: { coding: [{ system: BALP.participationType, code: 'IRCP', display: 'information recipient' }] },
-      who: { identifier: user.identifier, ...(user.name ? { display: user.name } : {}) },
+      type: { coding: [{ system: BALP.participationType, code: 'IRCP' }] },
+      who: { identifier: user.identifier },
       ...(user.name ? { name: user.name } : {}),
       ...(user.professionOid ? { role: [{ coding: [{ system: PROFESSION_OID_SYSTEM, code: user.professionOid }] }] } : {}),
       requestor: true,
@@ -136,17 +138,13 @@ function agents(r: AuditRecord): AuditEventAgent[] {
 function entities(r: AuditRecord): AuditEventEntity[] {
   const out: AuditEventEntity[] = [];
   for (const reference of r.entities) {
-    out.push({ what: { reference }, type: { system: BALP.entityType, code: '2', display: 'System Object' }, role: { system: BALP.objectRole, code: '4', display: 'Domain Resource' } });
+    out.push({ what: { reference }, type: { system: BALP.entityType, code: '2' }, role: { system: BALP.objectRole, code: '4' } });
   }
-  if (r.patient) out.push({ what: { reference: r.patient }, type: { system: BALP.entityType, code: '1', display: 'Person' }, role: { system: BALP.objectRole, code: '1', display: 'Patient' } });
+  if (r.patient) out.push({ what: { reference: r.patient }, type: { system: BALP.entityType, code: '1' }, role: { system: BALP.objectRole, code: '1' } });
   if (r.query !== undefined) {
     const query = redacted(r.query);
-    out.push({
-      type: { system: BALP.entityType, code: '2', display: 'System Object' },
-      role: { system: BALP.objectRole, code: '24', display: 'Query' },
-      query: Buffer.from(query, 'utf8').toString('base64'),
-      description: query,
-    });
+    // BALP's query entity carries the request line as base64 only (no plain copy: the record stays small).
+    out.push({ type: { system: BALP.entityType, code: '2' }, role: { system: BALP.objectRole, code: '24' }, query: Buffer.from(query, 'utf8').toString('base64') });
   }
   if (r.requestId) out.push({ what: { identifier: { value: r.requestId } }, type: { system: BALP.basicAuditEntityType, code: 'XrequestId' } });
   if (r.traceId) out.push({ what: { identifier: { system: TRACE_ID_SYSTEM, value: r.traceId } }, type: { system: BALP.basicAuditEntityType, code: 'XrequestId' } });
@@ -171,8 +169,9 @@ export function redacted(requestLine: string): string {
   return changed ? `${requestLine.slice(0, q)}?${params.toString()}` : requestLine;
 }
 
-function dcm(code: string, display: string): Coding {
-  return { system: BALP.dcm, code, display };
+/** A DICOM code (AuditEvents carry codes without display texts, to stay small). */
+function dcm(code: string): Coding {
+  return { system: BALP.dcm, code };
 }
 
 /** The identifier of a user agent: an institution's Telematik-ID, a patient's KVNR, or a workload's subject. */
