@@ -77,7 +77,7 @@ function requestLine(req: FhirRequest): string {
   return `${req.method} /fhir/${req.path.join('/')}${query}`;
 }
 
-function base(env: FhirEnv, frame: InteractionFrame, r: Route): Omit<AuditRecord, 'id' | 'recorded' | 'source' | 'entities' | 'outcome'> {
+function base(frame: InteractionFrame, r: Route): Omit<AuditRecord, 'id' | 'recorded' | 'source' | 'entities' | 'outcome'> {
   return { kind: 'rest', subtype: r.interaction, operation: r.operation, action: ACTIONS[r.interaction], parties: frame.request.parties, requestId: frame.request.requestId, traceId: frame.request.traceId };
 }
 
@@ -93,7 +93,8 @@ function answerRecords(env: FhirEnv, frame: InteractionFrame, req: FhirRequest, 
   const patients = r.type === 'AuditEvent' ? [] : isBundle ? patientsInBundle(body as Bundle) : patientsOf(body as Resource | undefined);
   const query = r.interaction === 'search-type' || r.interaction === 'operation' || r.interaction === 'history-instance' ? requestLine(req) : undefined;
   const outcome = response.status >= 500 ? '8' : response.status >= 400 ? '4' : '0';
-  const fields = { ...base(env, frame, r), outcome: outcome as '0' | '4' | '8', entities: isBundle ? [] : entities, query, ...(isBundle && r.id ? { entities } : {}) };
+  // A Bundle names its patients; of its resources only the one a history is of.
+  const fields = { ...base(frame, r), outcome: outcome as '0' | '4' | '8', entities: isBundle && !r.id ? [] : entities, query };
   if (patients.length === 0) return [trail.newRecord(fields)];
   return patients.map((patient) => trail.newRecord({ ...fields, patient }));
 }
@@ -102,7 +103,7 @@ function failureRecord(env: FhirEnv, frame: InteractionFrame, req: FhirRequest, 
   const status = err instanceof OperationOutcomeError ? err.status : 500;
   const first = err instanceof OperationOutcomeError ? (err.outcome as OperationOutcome).issue?.[0] : undefined;
   return env.audit!.newRecord({
-    ...base(env, frame, r),
+    ...base(frame, r),
     outcome: status >= 500 ? '8' : '4',
     outcomeDesc: `${status}${first ? ` ${first.code}: ${first.diagnostics ?? ''}` : ''}`.trim(),
     entities: r.type && r.id ? [`${r.type}/${r.id}`] : [],
@@ -119,7 +120,8 @@ export async function auditEventInteraction(req: FhirRequest, env: FhirEnv, r: R
   if (r.interaction !== 'read' && r.interaction !== 'search-type') {
     throw notSupported(`AuditEvent is written by the server alone: ${r.interaction} is not allowed (read and search only)`, 405);
   }
-  const db = env.ctx.db;
+  // The repository's Db: a transaction's when the request is one of its entries (an embedded store has one connection).
+  const db = env.repo.db;
   const visibility = await auditVisibility(req, env);
   if (r.interaction === 'read') return { status: 200, body: await readAuditEvent(db, r.id!, visibility) };
   const self = `${env.baseUrl}/AuditEvent${req.query.length ? `?${new URLSearchParams(req.query).toString()}` : ''}`;

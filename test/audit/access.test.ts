@@ -125,6 +125,16 @@ describe('AuditEvent through the FHIR API', () => {
     expect((await call(h, owner, 'GET', `/AuditEvent/${e.id}`)).body).toEqual(e);
   });
 
+  test('AuditEvent in a transaction or a batch entry: read in the Bundle\'s own transaction (an embedded store has one connection)', async () => {
+    for (const type of ['transaction', 'batch']) {
+      const bundle = { resourceType: 'Bundle', type, entry: [{ request: { method: 'GET', url: 'AuditEvent?_count=2' } }] };
+      const res = await call(h, owner, 'POST', '', { body: bundle });
+      expect([type, res.status]).toEqual([type, 200]);
+      const inner = res.body.entry[0].resource as Bundle<AuditEvent>;
+      expect(inner.entry).toHaveLength(2);
+    }
+  });
+
   test('bad search input: 400 naming the parameter', async () => {
     for (const [query, name] of [
       ['foo=bar', 'foo'],
