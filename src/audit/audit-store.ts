@@ -45,7 +45,7 @@ export function monthOf(t: Date): { name: string; from: string; to: string } {
 export async function ensurePartition(db: Db, t: Date): Promise<void> {
   const month = monthOf(t);
   await db.transaction(async (tx) => {
-    await tx.query("SELECT pg_advisory_xact_lock(hashtext('audit_event partitions'))");
+    await tx.query("SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.audit_event partitions'))");
     await tx.query(`CREATE TABLE IF NOT EXISTS ${month.name} PARTITION OF audit_event FOR VALUES FROM ('${month.from}') TO ('${month.to}')`);
   });
 }

@@ -28,7 +28,7 @@ export async function makeCheckpoint(db: Db, signer: AuditSigner, now: Date, sta
   // The key first: an embedded store has one connection, which the transaction below holds.
   if (!db.inTransaction) await signer.ready();
   await db.transaction(async (tx) => {
-    await tx.query("SELECT pg_advisory_xact_lock(hashtext('audit_checkpoint'))");
+    await tx.query("SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.audit_checkpoint'))");
     const heads = await lockedHeads(tx);
     const last = await lastCheckpoint(tx);
     const carried = last ? (decodeJwt(last.jws) as unknown as CheckpointStatement).starts : [];
@@ -48,7 +48,7 @@ export async function purgeExpired(db: Db, signer: AuditSigner | undefined, cuto
   if (expired.length === 0) return [];
   await signer.ready();
   await db.transaction(async (tx) => {
-    await tx.query("SELECT pg_advisory_xact_lock(hashtext('audit_checkpoint'))");
+    await tx.query("SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.audit_checkpoint'))");
     // The table first, then the chains: the order every linker takes them in (no deadlock). Accesses
     // wait for the purge's moment; it drops tables, it deletes no rows.
     await tx.query('LOCK TABLE audit_event IN ACCESS EXCLUSIVE MODE');
