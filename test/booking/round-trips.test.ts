@@ -9,17 +9,20 @@ import { bookingFixture, parameters, proposal, type BookingFixture } from './bui
  */
 let f: BookingFixture;
 const recorder = statementRecorder();
-const { sent } = recorder;
+const { sent, senders } = recorder;
 
 /**
- * The statements of the request's transaction: from the first BEGIN through its COMMIT. After the
- * commit the audit trail links the booking's AuditEvents in a transaction of its own, in the
- * background (src/audit/audit-trail.ts); those are not the booking's round trips.
+ * The statements of the request's transaction: those its connection sent from the first BEGIN
+ * through its COMMIT. Other connections meanwhile (the audit trail linking earlier writes' events
+ * in the background, src/audit/audit-trail.ts) are not the booking's round trips.
  */
 function ownTransaction(all: string[]): string[] {
-  const statements = all.map((s) => s.replace(/\s+/g, ' '));
-  const commit = statements.indexOf('COMMIT');
-  return commit < 0 ? statements : statements.slice(0, commit + 1);
+  const begin = all.findIndex((s) => s.replace(/\s+/g, ' ') === 'BEGIN');
+  if (begin < 0) return all.map((s) => s.replace(/\s+/g, ' '));
+  const connection = senders[begin];
+  const mine = all.map((s, i) => ({ s: s.replace(/\s+/g, ' '), by: senders[i] })).filter((x, i) => i >= begin && x.by === connection).map((x) => x.s);
+  const commit = mine.indexOf('COMMIT');
+  return commit < 0 ? mine : mine.slice(0, commit + 1);
 }
 
 beforeAll(async () => {
@@ -36,6 +39,7 @@ test('a slot-mode $book of a new appointment sends at most 5 statements, BEGIN a
   const body = { resourceType: 'Parameters', parameter: [{ name: 'appt-resource', resource: proposal() }] };
   await f.terminus.audit.linkAll(); // the audit trail links earlier writes in the background: not this booking's statements
   sent.length = 0;
+  senders.length = 0;
   const res = await request(f.app).post('/fhir/Appointment/$book').set('content-type', 'application/fhir+json').send(body);
   expect(res.status).toBe(201);
   const statements = ownTransaction(sent);
@@ -61,6 +65,7 @@ test('a schedule-mode $book of a whole free slot sends at most 6 statements: the
   const body = parameters({ 'appt-resource': appt, schedule: { valueReference: { reference: 'Schedule/Schedule-Read-Example' } } });
   await f.terminus.audit.linkAll(); // the audit trail links earlier writes in the background: not this booking's statements
   sent.length = 0;
+  senders.length = 0;
   const res = await request(f.app).post('/fhir/Appointment/$book').set('content-type', 'application/fhir+json').send(body);
   expect(res.status).toBe(201);
   expect(res.body.slot).toEqual([{ reference: 'Slot/Slot-Free-By-Schedule-Example' }]);
@@ -102,6 +107,7 @@ test('a write statement reads the same whatever the number of index rows, so Pos
     ['rt-three-names', 3],
   ] as const) {
     sent.length = 0;
+    senders.length = 0;
     const res = await request(f.app).put(`/fhir/Patient/${id}`).set('content-type', 'application/fhir+json').send(patient(id, names));
     expect(res.status).toBe(201);
     writes.push(...sent.filter((q) => q.startsWith('WITH res AS (')));
