@@ -40,12 +40,7 @@ export class GroupCommit<I, O> {
           } else rest.push(entry);
         }
         this.queue = rest;
-        try {
-          const out = await this.write(batch.map((e) => e.item));
-          batch.forEach((e, i) => e.resolve(out[i]));
-        } catch (err) {
-          for (const e of batch) e.reject(err);
-        }
+        await answer(batch, this.write);
         await new Promise((resolve) => setImmediate(resolve));
       }
     } finally {
@@ -82,13 +77,8 @@ export class TickBatch<I, O> {
     for (let i = 0; i < waiting.length; i += this.maxBatch) void this.run(waiting.slice(i, i + this.maxBatch));
   }
 
-  private async run(batch: typeof this.queue): Promise<void> {
-    try {
-      const out = await this.call(batch.map((e) => e.item));
-      batch.forEach((e, i) => e.resolve(out[i]));
-    } catch (err) {
-      for (const e of batch) e.reject(err);
-    }
+  private run(batch: typeof this.queue): Promise<void> {
+    return answer(batch, this.call);
   }
 }
 
@@ -137,12 +127,17 @@ export class PipelinedCommit<I, O> {
     }
   }
 
-  private async run(batch: typeof this.queue): Promise<void> {
-    try {
-      const out = await this.write(batch.map((e) => e.item));
-      batch.forEach((e, i) => e.resolve(out[i]));
-    } catch (err) {
-      for (const e of batch) e.reject(err);
-    }
+  private run(batch: typeof this.queue): Promise<void> {
+    return answer(batch, this.write);
+  }
+}
+
+/** Runs one batch and answers each waiting caller: its own result, or the batch's failure. */
+async function answer<I, O>(batch: { item: I; resolve: (o: O) => void; reject: (e: unknown) => void }[], call: (items: I[]) => Promise<O[]>): Promise<void> {
+  try {
+    const out = await call(batch.map((e) => e.item));
+    batch.forEach((e, i) => e.resolve(out[i]));
+  } catch (err) {
+    for (const e of batch) e.reject(err);
   }
 }
