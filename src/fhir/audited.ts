@@ -41,7 +41,9 @@ export async function audited(req: FhirRequest, env: FhirEnv, r: Route, run: () 
   try {
     response = await inFrame(frame, run);
   } catch (err) {
-    if (!(err instanceof AuditUnavailable)) await store(env, [failureRecord(env, frame, req, r, err)]).catch(() => undefined);
+    // A failure returned no data: it is recorded without holding the answer (the store may be what
+    // failed, and a 503 must come within its bound); inside a transaction the outer request records it.
+    if (!(err instanceof AuditUnavailable) && !env.repo.db.inTransaction) void trail.record([failureRecord(env, frame, req, r, err)]).catch(() => undefined);
     throw err instanceof AuditUnavailable ? unaudited() : err;
   }
   // A transaction's or batch's entries were recorded one by one; writes recorded themselves.

@@ -15,7 +15,12 @@ export async function storedEvents(h: PepHarness): Promise<AuditEvent[]> {
 
 /** The AuditEvents of one request (its X-Request-Id). */
 export async function eventsOf(h: PepHarness, requestId: string): Promise<AuditEvent[]> {
-  return (await storedEvents(h)).filter((e) => e.entity?.some((x) => x.type?.code === 'XrequestId' && x.what?.identifier?.value === requestId));
+  // Refusals and failures are recorded without holding their answer: wait for them a moment.
+  for (let i = 0; ; i++) {
+    const found = (await storedEvents(h)).filter((e) => e.entity?.some((x) => x.type?.code === 'XrequestId' && x.what?.identifier?.value === requestId));
+    if (found.length > 0 || i >= 200) return found;
+    await new Promise((r) => setTimeout(r, 25));
+  }
 }
 
 export const patientOf = (e: AuditEvent) => e.entity?.find((x) => x.type?.code === '1')?.what?.reference;

@@ -93,7 +93,8 @@ export function enforcementPoint(ctx: AppContext, options: PepOptions) {
         // A refusal is recorded with what is known: the token's parties when it verified, else the
         // address alone. Not a rate limit's 429 or a 503: no access was judged, and a flood of them
         // must not become a flood of writes.
-        if (err.status !== 429 && err.status < 500) await options.audit?.refused({
+        // Not awaited: a refusal returned no data, and its answer must not wait for the store.
+        if (err.status !== 429 && err.status < 500) void options.audit?.refused({
           method: req.method,
           url: req.originalUrl,
           status: err.status,
