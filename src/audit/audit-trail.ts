@@ -53,7 +53,8 @@ export class AuditTrail implements SecurityAudit {
   private linking?: Promise<void>;
   private linkAgain = false;
   private timers: NodeJS.Timeout[] = [];
-  private lastFailure?: { at: Date; message: string };
+  /** The last failure to store or link, named by `/readyz` while the audit tables do not answer. */
+  private lastFailure?: string;
 
   constructor(
     private readonly ctx: AppContext,
@@ -110,10 +111,7 @@ export class AuditTrail implements SecurityAudit {
     if (!this.enabled) return;
     await this.partitionFor(tx, record.recorded);
     await insertUnlinked(tx, [storedAudit(auditEvent(record))]);
-    tx.afterCommit(() => {
-      auditEvents.inc({ kind: record.kind, outcome: record.outcome });
-      this.nudge();
-    });
+    this.linkAfterCommit(tx, [record]);
   }
 
   /**
@@ -140,10 +138,7 @@ export class AuditTrail implements SecurityAudit {
         const base = { kind: 'rest' as const, subtype: event.interaction, operation: frame.operation, action, outcome: '0' as const, parties: frame.request.parties, requestId: frame.request.requestId, traceId: frame.request.traceId, entities: [reference] };
         // BALP Patient variants name one patient each: an appointment of two patients yields two events.
         const records = patients.length === 0 ? [this.newRecord(base)] : patients.map((patient) => this.newRecord({ ...base, patient }));
-        event.repo.db.afterCommit(() => {
-          for (const r of records) auditEvents.inc({ kind: r.kind, outcome: r.outcome });
-          this.nudge();
-        });
+        this.linkAfterCommit(event.repo.db, records);
         const { sql, params } = unlinkedInsert(records.map((r) => storedAudit(auditEvent(r))));
         return { statements: [sql], params };
       },
@@ -297,7 +292,7 @@ export class AuditTrail implements SecurityAudit {
       await this.ctx.db.query('SELECT 1 FROM audit_chain LIMIT 1');
       return 'ok';
     } catch (err) {
-      const failure = this.lastFailure?.message ?? (err instanceof Error ? err.message : String(err));
+      const failure = this.lastFailure ?? (err instanceof Error ? err.message : String(err));
       return { status: this.mode === 'sync' ? 'unavailable' : 'degraded', mode: this.mode, failure };
     }
   }
@@ -320,6 +315,14 @@ export class AuditTrail implements SecurityAudit {
       });
   }
 
+  /** Once the transaction that stored `records` unlinked has committed: count them and link them. */
+  private linkAfterCommit(tx: Db, records: AuditRecord[]): void {
+    tx.afterCommit(() => {
+      for (const r of records) auditEvents.inc({ kind: r.kind, outcome: r.outcome });
+      this.nudge();
+    });
+  }
+
   /** The chain reads are appended to (writes are linked into the others, so the two rarely meet). */
   private appendChain(): number {
     return this.chains ? this.chains.numbers[this.chains.preferred] : 0;
@@ -328,7 +331,7 @@ export class AuditTrail implements SecurityAudit {
   private failed(stage: string, err: unknown): void {
     auditFailures.inc({ stage });
     const message = err instanceof Error ? err.message : String(err);
-    this.lastFailure = { at: this.ctx.now(), message: `${stage}: ${message}` };
+    this.lastFailure = `${stage}: ${message}`;
     this.ctx.logger.error({ err: message, stage }, 'audit trail: failed');
   }
 

@@ -1,5 +1,4 @@
 import type { AuditEvent, AuditEventAgent, AuditEventEntity, Coding } from '@medplum/fhirtypes';
-import { KVID_SYSTEM, TELEMATIK_ID_SYSTEM } from '../common/vocabulary';
 import type { AuditParties, SecurityEventCode } from '../server-lib/audit-port';
 
 export type { AuditParties, SecurityEventCode } from '../server-lib/audit-port';
@@ -172,11 +171,4 @@ export function redacted(requestLine: string): string {
 /** A DICOM code (AuditEvents carry codes without display texts, to stay small). */
 function dcm(code: string): Coding {
   return { system: BALP.dcm, code };
-}
-
-/** The identifier of a user agent: an institution's Telematik-ID, a patient's KVNR, or a workload's subject. */
-export function userIdentifier(kind: 'institution' | 'patient' | 'workload', value: string, workloadIssuer?: string): { system: string; value: string } {
-  if (kind === 'patient') return { system: KVID_SYSTEM, value };
-  if (kind === 'workload') return { system: workloadIssuer ?? 'urn:ietf:params:oauth:token-type:jwt', value };
-  return { system: TELEMATIK_ID_SYSTEM, value };
 }

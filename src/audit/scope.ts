@@ -11,8 +11,7 @@ export interface RequestAudit {
 /** One interaction being handled (a request, a Bundle entry, a job) and what it wrote. */
 export interface InteractionFrame {
   request: RequestAudit;
-  /** The interaction's restful-interaction code and operation, for the writes it makes. */
-  subtype: string;
+  /** The operation the interaction is (`book`), named by the AuditEvents of its writes. */
   operation?: string;
   /** AuditEvents its writes stored (each in its write's transaction). */
   writes: number;

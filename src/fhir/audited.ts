@@ -36,7 +36,7 @@ export async function audited(req: FhirRequest, env: FhirEnv, r: Route, run: () 
   const trail = env.audit;
   const request = req.audit ?? currentFrame()?.request;
   if (!trail?.enabled || !request || r.interaction === 'capabilities') return run();
-  const frame: InteractionFrame = { request, subtype: r.interaction, operation: r.operation, writes: 0 };
+  const frame: InteractionFrame = { request, operation: r.operation, writes: 0 };
   let response: FhirResponse;
   try {
     response = await inFrame(frame, run);
