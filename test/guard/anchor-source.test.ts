@@ -4,10 +4,12 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import pino from 'pino';
 import { Agent, getGlobalDispatcher, setGlobalDispatcher, type Dispatcher } from 'undici';
 import type { AppContext } from '../../src/context';
 import { createLogger } from '../../src/logger';
 import { anchorSource } from '../../src/guard/pki/anchor-source';
+import { trustListRefreshes } from '../../src/server-lib/metrics';
 import { createCardCa } from '../../src/guard/pki/dev-pki';
 import { TlsPki } from '../helpers/tls-pki';
 
@@ -67,6 +69,40 @@ test('a bundle without certificates is refused, not taken as "no roots" over a g
     expect(await anchorSource(ctxWith(path.join(dir, 'data-none')), 'TPM_EK_TRUST_ANCHORS', empty.url)()).toEqual([]);
   } finally {
     await empty.close();
+  }
+});
+
+test('a host down at the first use with nothing kept: no roots, a warning and a counted failure, then the roots once the host is back', async () => {
+  const root = createCardCa({ commonName: 'Root E' });
+  const dataDir = path.join(dir, 'data-later');
+  const lines: { msg: string; list?: string; code?: string }[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  let now = Date.parse('2026-06-01T10:00:00Z');
+  const ctx = { config: { dataDir }, now: () => new Date(now), logger } as unknown as AppContext;
+  const failures = async () => (await trustListRefreshes.get()).values.find((v) => v.labels.list === 'PLATFORM_A_TRUST_ANCHORS' && v.labels.outcome === 'unreachable')?.value ?? 0;
+  // A port nothing listens on: taken from a server that is closed again.
+  const gone = await serve('');
+  await gone.close();
+  const before = await failures();
+  const later = anchorSource(ctx, 'PLATFORM_A_TRUST_ANCHORS', gone.url);
+  expect(await later()).toEqual([]);
+  expect(await failures()).toBe(before + 1);
+  expect(lines).toContainEqual(expect.objectContaining({ list: 'PLATFORM_A_TRUST_ANCHORS', code: 'unreachable', msg: 'trust list refresh failed: no list in use' }));
+  // Within the retry interval the source is not read again on every use.
+  expect(await later()).toEqual([]);
+  expect(await failures()).toBe(before + 1);
+
+  // The host is back (same URL); past the retry interval the next use reads it.
+  const port = new URL(gone.url).port;
+  const { cert, key } = pki.issue('roots-host', { server: true });
+  const back = https.createServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) }, (_req, res) => res.writeHead(200).end(root.certPem));
+  await new Promise<void>((r) => back.listen(Number(port), '127.0.0.1', r));
+  try {
+    now += 31_000;
+    expect(await later()).toEqual([new crypto.X509Certificate(root.certPem).raw]);
+    expect(fs.existsSync(path.join(dataDir, 'trust', 'platform_a_trust_anchors.pem'))).toBe(true);
+  } finally {
+    await new Promise<void>((r) => back.close(() => r()));
   }
 });
 

@@ -7,6 +7,7 @@ import request from 'supertest';
 import { composeTerminus } from '../../src/app';
 import { SoftwareCard } from '../../src/client/software-card';
 import { createCardCa, issueCard } from '../../src/guard/pki/dev-pki';
+import { trustListRefreshes } from '../../src/server-lib/metrics';
 import { createTestContext } from '../helpers/context';
 import { buildTsl, createTslSigner, OID_SMC_B_AUT, signTsl, SVC_STATUS, type ListedCa } from '../helpers/tsl';
 import { exchange, guardHarness, type Harness } from './helpers/harness';
@@ -114,6 +115,46 @@ describe('CARD_TSL from a file', () => {
     expect(await readyz(h)).toMatchObject({ status: 503, overall: 'unavailable', card_tsl: { status: 'unavailable', reason: expect.stringMatching(/past its NextUpdate .* by more than the grace/) } });
     const { res } = await exchange(h, { card: cardOf(smcbCa2, '1-TSL-PRAXIS-2') });
     expect([res.status, res.body.error]).toEqual([403, 'access_denied']);
+  });
+});
+
+describe('CARD_TSL beside CARD_TRUST_ANCHORS', () => {
+  const fixedCa = createCardCa({ commonName: 'Fixed SMC-B CA' });
+  let h: Harness;
+  let file: string;
+  beforeAll(async () => {
+    file = path.join(dir, 'tsl-merged.xml');
+    fs.writeFileSync(path.join(dir, 'fixed.pem'), fixedCa.certPem);
+    publish(file, list(30, [smcb(smcbCa1)], { nextUpdate: new Date(Date.now() + DAY) }));
+    h = await guardHarness({
+      redis: false,
+      env: { CARD_TRUST_ANCHORS: path.join(dir, 'fixed.pem'), CARD_TSL: file, CARD_TSL_SIGNER_CA: path.join(dir, 'signer-ca.pem'), CARD_TSL_REFRESH: '1s', DATA_DIR: path.join(dir, 'data-merged') },
+    });
+  });
+  afterAll(() => h.close());
+  const outcomes = async () => Object.fromEntries((await trustListRefreshes.get()).values.filter((v) => v.labels.list === 'CARD_TSL').map((v) => [v.labels.outcome, v.value]));
+
+  test('cards of the fixed anchors and of the listed CAs both get a token', async () => {
+    expect((await exchange(h, { card: cardOf(fixedCa, '1-FIXED-PRAXIS') })).res.status).toBe(200);
+    expect((await exchange(h, { card: cardOf(smcbCa1, '1-LISTED-PRAXIS') })).res.status).toBe(200);
+    expect((await exchange(h, { card: cardOf(smcbCa2, '1-UNLISTED-PRAXIS') })).res.status).toBe(403);
+  });
+
+  test('a newer list signed by a foreign CA is refused at refresh (counted by its reason): the good list stays, its new CA gets nothing', async () => {
+    const before = (await outcomes()).signer ?? 0;
+    publish(file, list(31, [smcb(smcbCa1), smcb(smcbCa2)], { signWith: createTslSigner({ name: 'Foreign' }).signer }));
+    const s = await until(h, (r) => r.card_tsl.status === 'degraded');
+    expect(s.card_tsl).toMatchObject({ sequence: '30', reason: expect.stringMatching(/Foreign TSL Signing Unit.* does not chain to the list signer CA/) });
+    expect((await outcomes()).signer).toBeGreaterThan(before);
+    expect((await exchange(h, { card: cardOf(smcbCa2, '1-UNLISTED-PRAXIS') })).res.status).toBe(403);
+    expect((await exchange(h, { card: cardOf(smcbCa1, '1-LISTED-PRAXIS') })).res.status).toBe(200);
+  });
+
+  test('the list past its grace: only the fixed anchors remain, and /readyz says degraded rather than unavailable', async () => {
+    h.ctx.clock.advance(5 * DAY);
+    expect(await readyz(h)).toMatchObject({ status: 200, overall: 'degraded', card_tsl: { status: 'degraded', reason: expect.stringMatching(/past its NextUpdate .* by more than the grace/) } });
+    expect((await exchange(h, { card: cardOf(fixedCa, '1-FIXED-PRAXIS') })).res.status).toBe(200);
+    expect((await exchange(h, { card: cardOf(smcbCa1, '1-LISTED-PRAXIS') })).res.status).toBe(403);
   });
 });
 

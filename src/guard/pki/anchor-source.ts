@@ -11,6 +11,8 @@ export type AnchorSource = () => Promise<Buffer[]>;
 
 /** Published root lists change seldom (a new root a year); read daily, kept while the host is down. */
 const REFRESH_MS = 86_400_000;
+/** With no bundle at all (the host down at the first use, nothing kept), read again on use this often. */
+const RETRY_MS = 30_000;
 
 /**
  * The anchors a variable names: a PEM file, read once at start; or an https URL of a PEM bundle (as
@@ -35,10 +37,7 @@ export function anchorSource(ctx: AppContext, name: string, source: string): Anc
       return { value: pemBundle(text, `${name} (${source})`) };
     },
   });
-  return async () => {
-    await list.load().catch(() => undefined);
-    return list.value() ?? [];
-  };
+  return async () => (await list.valueOnUse(RETRY_MS)) ?? [];
 }
 
 function pemBundle(text: string, what: string): Buffer[] {

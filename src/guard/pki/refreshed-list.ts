@@ -48,6 +48,7 @@ export class RefreshedList<T> {
   private lastFailure?: TrustListRejected;
   private loading?: Promise<void>;
   private timer?: NodeJS.Timeout;
+  private lastAttempt = 0;
 
   constructor(private readonly o: RefreshedListOptions<T>) {}
 
@@ -60,15 +61,28 @@ export class RefreshedList<T> {
   private async firstLoad(): Promise<void> {
     const stored = await this.readStored();
     await this.refresh();
-    if (!this.current) throw this.lastFailure ?? new TrustListRejected('unreachable', `${this.o.name}: no list`);
-    if (stored && this.current === stored) this.o.logger.warn({ list: this.o.name, file: this.o.storeFile }, 'trust list: using the stored copy, the source could not be read');
+    // Refreshed from now on whatever the first read gave: a source down at start is read again.
     this.timer = setInterval(() => void this.refresh(), this.o.refreshMs);
     this.timer.unref();
+    if (!this.current) throw this.lastFailure ?? new TrustListRejected('unreachable', `${this.o.name}: no list`);
+    if (stored && this.current === stored) this.o.logger.warn({ list: this.o.name, file: this.o.storeFile }, 'trust list: using the stored copy, the source could not be read');
+  }
+
+  /**
+   * The list's value for a caller that can go on without one (attestation roots): loaded on first
+   * use, and while there is none the source is read again on use, at most every `retryMs`, rather
+   * than only at the next scheduled refresh.
+   */
+  async valueOnUse(retryMs: number): Promise<T | undefined> {
+    await this.load().catch(() => undefined);
+    if (!this.current && this.o.now().getTime() - this.lastAttempt >= retryMs) await this.refresh();
+    return this.value();
   }
 
   /** Reads the source; a good list newer than (or as new as) the one in use replaces it and is stored. */
   async refresh(): Promise<void> {
     const now = this.o.now();
+    this.lastAttempt = now.getTime();
     try {
       const text = await this.fetchSource();
       const next = await this.o.decode(text, now);
