@@ -48,6 +48,7 @@ const STORE_FREE = [
   'test/subscriptions/group-commit.test.ts',
   'test/subscriptions/rest-hook.test.ts',
   'test/tls/server-tls.test.ts',
+  'test/tls/ocsp-stapler.test.ts',
 ];
 
 /** Read DATABASE_URL, never REDIS_URL: `postgres-no-redis` would run them exactly as `postgres` does. */

@@ -8,10 +8,11 @@ export interface StaplerSettings {
   maxRefreshMs: number;
   /** After a failed request (responder down, an answer that fails its checks): the next try. */
   retryMs: number;
+  /** Never sooner than this after an answer (a responder answering with a nextUpdate of now). */
+  minRefreshMs?: number;
 }
 
 const DEFAULTS: StaplerSettings = { maxRefreshMs: 3_600_000, retryMs: 60_000 };
-/** Never sooner than this after an answer (a responder answering with a nextUpdate of now). */
 const MIN_REFRESH_MS = 10_000;
 
 /**
@@ -76,7 +77,7 @@ export class OcspStapler {
       if (answer.status === 'good') this.logger.info(log, 'OCSP stapling: answer renewed');
       else this.logger.error(log, `OCSP stapling: the responder says the server certificate is ${answer.status}; clients will refuse it`);
       const remaining = (answer.nextUpdate?.getTime() ?? Infinity) - this.now().getTime();
-      next = Math.max(MIN_REFRESH_MS, Math.min(this.settings.maxRefreshMs, remaining / 2));
+      next = Math.max(this.settings.minRefreshMs ?? MIN_REFRESH_MS, Math.min(this.settings.maxRefreshMs, remaining / 2));
     } catch (err) {
       if (generation !== this.generation) return;
       this.logger.warn({ responder: target.url, err: (err as Error).message, stapled: this.current() ? 'the last good answer' : 'none' }, 'OCSP stapling: no usable answer');

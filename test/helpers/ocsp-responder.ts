@@ -11,11 +11,19 @@ export interface OcspResponder {
  * Starts `openssl ocsp` and waits for its "waiting for OCSP client connections" line (a TCP probe
  * would block it: the responder serves one connection at a time and waits for a request on it).
  */
-export async function startOcspResponder(o: { index: string; caCert: string; signerCert: string; signerKey: string; port?: number }): Promise<OcspResponder> {
+export async function startOcspResponder(o: {
+  index: string;
+  caCert: string;
+  signerCert: string;
+  signerKey: string;
+  port?: number;
+  /** The answers' nextUpdate in minutes from now (default: a day). */
+  nextUpdateMinutes?: number;
+}): Promise<OcspResponder> {
   const port = o.port ?? (await freePort());
   const child = spawn(
     'openssl',
-    ['ocsp', '-index', o.index, '-CA', o.caCert, '-rsigner', o.signerCert, '-rkey', o.signerKey, '-port', String(port), '-ndays', '1', '-timeout', '5'],
+    ['ocsp', '-index', o.index, '-CA', o.caCert, '-rsigner', o.signerCert, '-rkey', o.signerKey, '-port', String(port), ...(o.nextUpdateMinutes ? ['-nmin', String(o.nextUpdateMinutes)] : ['-ndays', '1']), '-timeout', '5'],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   await new Promise<void>((resolve, reject) => {
