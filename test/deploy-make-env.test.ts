@@ -47,7 +47,7 @@ test('deploy/make-env .env writes the file itself, mode 600, with fresh secrets'
 
 test('a development certificate for localhost, once: its chain verifies, its key is private, a second run keeps it', () => {
   const tls = path.join(dir, 'deploy', 'tls');
-  expect(fs.readdirSync(tls).sort()).toEqual(['chain.pem', 'dev-ca.pem', 'tls.crt', 'tls.key']);
+  expect(fs.readdirSync(tls).sort()).toEqual(['chain.pem', 'dev-ca.pem', 'internal', 'tls.crt', 'tls.key']);
   expect(mode(path.join(tls, 'tls.key'))).toBe(0o600);
   const [leaf, ca] = fs.readFileSync(path.join(tls, 'tls.crt'), 'utf8').match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g)!.map((p) => new crypto.X509Certificate(p));
   expect(leaf.checkHost('localhost')).toBe('localhost');
@@ -58,6 +58,23 @@ test('a development certificate for localhost, once: its chain verifies, its key
   const before = fs.readFileSync(path.join(tls, 'tls.crt'), 'utf8');
   expect(makeEnv(['--force', '.env']).code).toBe(0);
   expect(fs.readFileSync(path.join(tls, 'tls.crt'), 'utf8')).toBe(before);
+});
+
+test('the replicas\' internal certificate, once: names of the compose network, its own CA, a key only the container user reads', () => {
+  const internal = path.join(dir, 'deploy', 'tls', 'internal');
+  expect(fs.readdirSync(internal).sort()).toEqual(['internal-ca.pem', 'replica.crt', 'replica.key']);
+  const replica = new crypto.X509Certificate(fs.readFileSync(path.join(internal, 'replica.crt')));
+  const ca = new crypto.X509Certificate(fs.readFileSync(path.join(internal, 'internal-ca.pem')));
+  for (const name of ['terminus', 'terminus-1', 'terminus-2']) expect(replica.checkHost(name)).toBe(name);
+  expect(replica.verify(ca.publicKey)).toBe(true);
+  expect(ca.subject).not.toBe(new crypto.X509Certificate(fs.readFileSync(path.join(dir, 'deploy', 'tls', 'dev-ca.pem'))).subject);
+  expect(replica.checkPrivateKey(crypto.createPrivateKey(fs.readFileSync(path.join(internal, 'replica.key'))))).toBe(true);
+  const uid = process.getuid!();
+  expect(mode(path.join(internal, 'replica.key'))).toBe(uid === 0 || uid === 1000 ? 0o600 : 0o644);
+  if (uid === 0) expect(fs.statSync(path.join(internal, 'replica.key')).uid).toBe(1000);
+  const before = fs.readFileSync(path.join(internal, 'replica.crt'), 'utf8');
+  expect(makeEnv(['--force', '.env']).code).toBe(0);
+  expect(fs.readFileSync(path.join(internal, 'replica.crt'), 'utf8')).toBe(before);
 });
 
 test('an existing file is kept; --force replaces it, still mode 600', () => {

@@ -19,8 +19,8 @@ import { TlsPki } from './helpers/tls-pki';
 /**
  * The shipped deploy/nginx.conf in Debian's nginx, in front of a replica: TLS 1.3 only (a TLS 1.2
  * client is refused), HSTS on every answer, port 80 only redirects (and answers /healthz to
- * loopback), and the server certificate's OCSP answer from a real `openssl ocsp` responder
- * stapled. The file is used as shipped; only the addresses and the certificate folder are those
+ * loopback), the server certificate's OCSP answer from a real `openssl ocsp` responder
+ * stapled, and TLS 1.3 from nginx to the replica, whose certificate nginx verifies. The file is used as shipped; only the addresses and the certificate folder are those
  * of this machine instead of the compose network's.
  */
 const NGINX = spawnSync('sh', ['-c', 'command -v nginx'], { encoding: 'utf8' }).stdout.trim();
@@ -49,10 +49,16 @@ describeNginx('deploy/nginx.conf in front of a replica', () => {
     fs.writeFileSync(path.join(tlsDir, 'tls.crt'), leafPem + fs.readFileSync(pki.caPem, 'utf8'));
     fs.copyFileSync(leaf.key, path.join(tlsDir, 'tls.key'));
     fs.copyFileSync(pki.caPem, path.join(tlsDir, 'chain.pem'));
+    // The replica's own certificate for the hop behind nginx (deploy/make-env's tls/internal/).
+    const internalPki = new TlsPki(path.join(dir, 'internal-pki'), 'internal-ca');
+    const internal = internalPki.issue('terminus', { server: true, san: 'DNS:terminus,DNS:terminus-1,DNS:terminus-2' });
+    fs.mkdirSync(path.join(tlsDir, 'internal'));
+    fs.copyFileSync(internalPki.caPem, path.join(tlsDir, 'internal', 'internal-ca.pem'));
 
     [httpsPort, httpPort] = [await freePort(), await freePort()];
     const ctx = await createTestContext({ pglite: true, env: { PUBLIC_URL: `https://localhost:${httpsPort}` } });
-    replica = await startServer({ ...ctx.config, port: 0, host: '127.0.0.1' }, ctx);
+    replica = await startServer({ ...ctx.config, port: 0, host: '127.0.0.1', tls: { certFile: internal.cert, keyFile: internal.key, ocspStapling: false } }, ctx);
+    expect(replica.url).toMatch(/^https:/);
     const shipped = fs.readFileSync(path.join(__dirname, '..', 'deploy', 'nginx.conf'), 'utf8');
     const site = shipped
       .replace(/server terminus-1:8080;\s*server terminus-2:8080;/, `server 127.0.0.1:${new URL(replica.url).port};`)
@@ -61,6 +67,8 @@ describeNginx('deploy/nginx.conf in front of a replica', () => {
       .replaceAll('/etc/nginx/tls/', `${tlsDir}/`);
     const directives = site.split('\n').filter((l) => !l.trim().startsWith('#')).join('\n');
     expect(directives).not.toMatch(/terminus-\d|\/etc\/nginx\/tls|listen (80|443)\b/);
+    // Nothing is passed on in clear: every hop to a replica is https.
+    expect(directives).not.toMatch(/proxy_pass http:/);
     fs.writeFileSync(path.join(dir, 'site.conf'), site);
     fs.writeFileSync(
       path.join(dir, 'nginx.conf'),
