@@ -6,6 +6,7 @@ import path from 'node:path';
 import { composeParts } from '../../src/app';
 import { derToJoseEcdsa } from '../../src/client/card/konnektor/konnektor-card';
 import { importResources, readResourceFile } from '../../src/fhir';
+import { buildCertificate, derToPem } from '../../src/guard/pki/certificate-builder';
 import { createCardCa, issueCard, type CardCurve } from '../../src/guard/pki/dev-pki';
 import { startServer, type RunningServer } from '../../src/server';
 import { projectPath } from '../../src/server-lib/paths';
@@ -143,6 +144,26 @@ describe('login through the Konnektor', () => {
     const kon = konFile(s, { rewriteServiceEndpoints: true, trustStore: [serverCert], expectedHost: 'konnektor.praxis.local' });
     const login = await cli(['login', '--server', origin, '--konnektor', kon], { TERMINUS_CLIENT_HOME: home });
     expect([login.code, login.stderr]).toEqual([0, '']);
+  });
+
+  test('a pinned end-entity certificate past its validity is refused: the pin stands in for a chain, not for the dates', async () => {
+    const key = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const der = buildCertificate({
+      subject: { commonName: 'konnektor.praxis.local' },
+      subjectPublicKey: key.publicKey,
+      issuerKey: key.privateKey,
+      notBefore: new Date(Date.now() - 400 * 86_400_000),
+      notAfter: new Date(Date.now() - 35 * 86_400_000),
+      extKeyUsage: ['1.3.6.1.5.5.7.3.1'],
+    });
+    const cert = path.join(dir, 'expired-konnektor.pem');
+    const keyFile = path.join(dir, 'expired-konnektor.key');
+    fs.writeFileSync(cert, derToPem(der));
+    fs.writeFileSync(keyFile, key.privateKey.export({ type: 'pkcs8', format: 'pem' }));
+    const s = await startKonnektorStandIn({ cert, key: keyFile, context: CONTEXT, cards: [smcb('CH-1', '5-EXPIRED', 'P-256')] });
+    standIns.push(s);
+    const r = await cli(['login', '--server', origin, '--konnektor', konFile(s, { trustStore: [der.toString('base64')] })], { TERMINUS_CLIENT_HOME: path.join(dir, `home-${crypto.randomUUID()}`) });
+    expect([r.code, r.stderr]).toEqual([1, expect.stringMatching(/the Konnektor's TLS certificate \(CN=konnektor\.praxis\.local\) pinned in the \.kon trustStore is not valid now/)]);
   });
 
   test('the key store remembers the .kon file, never the secrets it substitutes', async () => {

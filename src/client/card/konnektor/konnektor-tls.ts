@@ -49,6 +49,11 @@ export function konnektorFetch(kon: KonConfig, source: string): typeof fetch {
         if (!isPinned && !trustedChain) {
           return done(new KonnektorError('refused', `the Konnektor's TLS certificate (${presented?.subject.replace(/\n/g, ', ') ?? 'none'}) is not trusted by the .kon trustStore${socket.authorizationError ? ` (${socket.authorizationError})` : ''}`));
         }
+        // A pinned certificate stands in for the chain, not for its validity period.
+        const now = Date.now();
+        if (isPinned && (Date.parse(presented.validFrom) > now || Date.parse(presented.validTo) < now)) {
+          return done(new KonnektorError('refused', `the Konnektor's TLS certificate (${presented.subject.replace(/\n/g, ', ')}) pinned in the .kon trustStore is not valid now (${presented.validFrom} to ${presented.validTo})`));
+        }
         const name = expectedHost ?? options.hostname;
         const mismatch = tls.checkServerIdentity(name, peer);
         if (mismatch) return done(new KonnektorError('refused', `the Konnektor's TLS certificate is not for ${name}${expectedHost ? ' (expectedHost)' : ''}: ${mismatch.message}`));
