@@ -6,12 +6,50 @@ import type { AddressInfo } from 'node:net';
 import type tls from 'node:tls';
 import { XMLBuilder } from 'fast-xml-parser';
 import { childrenNamed, parseXml, textOf, type XmlElement } from '../../src/common/xml';
-import { KON_NS, KON_SERVICES } from '../../src/client/card/konnektor/namespaces';
 
 // A Konnektor stand-in, written from gematik's WSDLs and XSDs (api-telematik conn/): no Konnektor
 // can run here. A real SOAP 1.1 server over TLS (client certificate or basic auth) that checks what
 // a Konnektor's schema validation would (namespaces, element order, SOAPAction), with SMC-Bs whose
 // keys sign as a card does: a given SHA-256 digest, ECDSA answered DER-encoded, RSA with PSS.
+// Its namespaces and SOAPActions are written out here from the WSDLs, not taken from the client,
+// so that a wrong one in the client fails the tests.
+
+/** The namespaces of the schemas (api-telematik conn/*.xsd, tel/error/TelematikError.xsd, OASIS DSS core 1.0). */
+const NS = {
+  soap: 'http://schemas.xmlsoap.org/soap/envelope/',
+  sds: 'http://ws.gematik.de/conn/ServiceDirectory/v3.1',
+  si: 'http://ws.gematik.de/conn/ServiceInformation/v2.0',
+  pi: 'http://ws.gematik.de/int/version/ProductInformation/v1.1',
+  conn: 'http://ws.gematik.de/conn/ConnectorCommon/v5.0',
+  cctx: 'http://ws.gematik.de/conn/ConnectorContext/v2.0',
+  cardcmn: 'http://ws.gematik.de/conn/CardServiceCommon/v2.0',
+  card: 'http://ws.gematik.de/conn/CardService/v8.1',
+  evt: 'http://ws.gematik.de/conn/EventService/v7.2',
+  cert: 'http://ws.gematik.de/conn/CertificateService/v6.0',
+  certcmn: 'http://ws.gematik.de/conn/CertificateServiceCommon/v2.0',
+  sig: 'http://ws.gematik.de/conn/SignatureService/v7.4',
+  dss: 'urn:oasis:names:tc:dss:1.0:core:schema',
+  gerror: 'http://ws.gematik.de/tel/error/v2.0',
+} as const;
+
+/**
+ * Per endpoint (`/ws/<service>`), each operation's request element namespace and the soapAction of
+ * its WSDL binding: conn/EventService.wsdl, conn/CardService_v8_1_2.wsdl,
+ * conn/CertificateService_v6_0_1.wsdl and conn/AuthSignatureService_v7_4_1.wsdl, whose
+ * ExternalAuthenticate is typed and named in the SignatureService 7.4 namespace.
+ */
+const OPERATIONS: Record<string, Record<string, { ns: string; action: string }>> = {
+  EventService: { GetCards: { ns: NS.evt, action: 'http://ws.gematik.de/conn/EventService/v7.2#GetCards' } },
+  CardService: { GetPinStatus: { ns: NS.card, action: 'http://ws.gematik.de/conn/CardService/v8.1#GetPinStatus' } },
+  CertificateService: { ReadCardCertificate: { ns: NS.cert, action: 'http://ws.gematik.de/conn/CertificateService/v6.0#ReadCardCertificate' } },
+  AuthSignatureService: { ExternalAuthenticate: { ns: NS.sig, action: 'http://ws.gematik.de/conn/SignatureService/v7.4#ExternalAuthenticate' } },
+};
+
+/** dss:SignatureType values of ExternalAuthenticate: ECDSA (since AuthSignatureService 7.4.1) and RSA (PKCS #1, RFC 3447). */
+const ECDSA = 'urn:bsi:tr:03111:ecdsa';
+const RSA = 'urn:ietf:rfc:3447';
+/** SIG:SignatureSchemes (conn/SignatureService.xsd): the RSA padding; only RSASSA-PSS gives PS256. */
+const SIGNATURE_SCHEMES = ['RSASSA-PSS', 'RSASSA-PKCS1-v1_5'];
 
 export interface StandInCard {
   handle: string;
@@ -36,19 +74,35 @@ export interface StandInOptions {
   delayMs?: number;
   /** A SOAP fault with this gematik code for one operation. */
   fault?: { operation: string; code: number; text: string };
+  /**
+   * An answer (HTTP 200) to one operation whose CONN:Status carries the error instead of the result:
+   * Result ERROR (the ResultEnum of conn/ConnectorCommon.xsd) and a GERROR:Error with this code.
+   */
+  statusError?: { operation: string; code: number; text: string };
   /** The base its service directory names (a Konnektor behind NAT names addresses the client cannot reach). */
   advertise?: string;
+}
+
+/** What one ExternalAuthenticate asked the card for. */
+export interface SignatureRequest {
+  handle: string;
+  signatureType?: string;
+  signatureSchemes?: string;
+  /** The digest the card signed (base64). */
+  digest: string;
 }
 
 export interface StandIn {
   url: string;
   calls: Record<string, number>;
+  /** Every ExternalAuthenticate the stand-in answered, in order. */
+  signatures: SignatureRequest[];
   options: StandInOptions;
   close(): Promise<void>;
 }
 
 const builder = new XMLBuilder({ ignoreAttributes: false, attributeNamePrefix: '@_', suppressEmptyNode: true });
-const xmlns = Object.fromEntries(Object.entries(KON_NS).map(([p, u]) => [`@_xmlns:${p}`, u]));
+const xmlns = Object.fromEntries(Object.entries(NS).map(([p, u]) => [`@_xmlns:${p}`, u]));
 const envelope = (body: object) => builder.build({ 'soap:Envelope': { ...xmlns, 'soap:Body': body } });
 const OK = { 'conn:Status': { 'conn:Result': 'OK' } };
 
@@ -56,6 +110,7 @@ class SchemaViolation extends Error {}
 
 export async function startKonnektorStandIn(options: StandInOptions): Promise<StandIn> {
   const calls: Record<string, number> = {};
+  const signatures: SignatureRequest[] = [];
   let url = '';
   let closed = false;
   const server = https.createServer(
@@ -81,16 +136,24 @@ export async function startKonnektorStandIn(options: StandInOptions): Promise<St
             calls.sds = (calls.sds ?? 0) + 1;
             return res.writeHead(200, { 'content-type': 'text/xml; charset=UTF-8' }).end(serviceDirectory(options.advertise ?? url));
           }
-          const service = /^\/ws\/(\w+)$/.exec(req.url ?? '')?.[1] as keyof typeof KON_SERVICES | undefined;
-          if (req.method !== 'POST' || !service || !(service in KON_SERVICES)) return res.writeHead(404).end();
+          const service = /^\/ws\/(\w+)$/.exec(req.url ?? '')?.[1];
+          if (req.method !== 'POST' || !service || !Object.hasOwn(OPERATIONS, service)) return res.writeHead(404).end();
           try {
             const body = soapBody(Buffer.concat(chunks).toString('utf8'));
             const operation = body.localName;
-            const action = (KON_SERVICES[service].actions as Record<string, string>)[operation];
-            if (!action || req.headers.soapaction !== `"${action}"`) throw new SchemaViolation(`SOAPAction ${req.headers.soapaction} does not name ${service}.${operation}`);
+            const known = Object.hasOwn(OPERATIONS[service], operation) ? OPERATIONS[service][operation] : undefined;
+            if (!known) throw new SchemaViolation(`${service} has no operation ${operation}`);
+            if (body.namespaceURI !== known.ns) throw new SchemaViolation(`${operation} is in ${body.namespaceURI}, not ${known.ns}`);
+            // WS-I Basic Profile 1.1 R1109: the SOAPAction header is the quoted soapAction of the binding.
+            if (req.headers.soapaction !== `"${known.action}"`) throw new SchemaViolation(`SOAPAction ${req.headers.soapaction} does not name ${service}.${operation}`);
             calls[operation] = (calls[operation] ?? 0) + 1;
             if (options.fault?.operation === operation) return fault(res, options.fault.code, options.fault.text);
-            const answer = await handle(options, operation, body);
+            const answer = await handle(options, operation, body, signatures);
+            if (options.statusError?.operation === operation) {
+              const [name] = Object.keys(answer);
+              const e = options.statusError;
+              return res.writeHead(200, { 'content-type': 'text/xml; charset=UTF-8' }).end(envelope({ [name]: { 'conn:Status': { 'conn:Result': 'ERROR', 'gerror:Error': gematikError(e.code, e.text) } } }));
+            }
             res.writeHead(200, { 'content-type': 'text/xml; charset=UTF-8' }).end(envelope(answer));
           } catch (err) {
             if (err instanceof CardFault) return fault(res, err.code, err.message);
@@ -105,6 +168,7 @@ export async function startKonnektorStandIn(options: StandInOptions): Promise<St
   return {
     url,
     calls,
+    signatures,
     options,
     close: () =>
       new Promise((r) => {
@@ -129,11 +193,11 @@ function serviceDirectory(base: string): string {
       'sds:ClientAutMandatory': 'false',
       'si:ServiceInformation': {
         'si:Service': [
-          { '@_Name': 'EventService', 'si:Versions': { 'si:Version': [version('7.2.0', KON_NS.evt, 'EventService')] } },
-          { '@_Name': 'CardService', 'si:Versions': { 'si:Version': [version('8.1.2', KON_NS.card, 'CardService')] } },
-          { '@_Name': 'CertificateService', 'si:Versions': { 'si:Version': [version('6.0.0', KON_NS.cert, 'CertificateService'), version('6.0.1', KON_NS.cert, 'CertificateService')] } },
+          { '@_Name': 'EventService', 'si:Versions': { 'si:Version': [version('7.2.0', NS.evt, 'EventService')] } },
+          { '@_Name': 'CardService', 'si:Versions': { 'si:Version': [version('8.1.2', NS.card, 'CardService')] } },
+          { '@_Name': 'CertificateService', 'si:Versions': { 'si:Version': [version('6.0.0', NS.cert, 'CertificateService'), version('6.0.1', NS.cert, 'CertificateService')] } },
           // An older line the client must not pick for ExternalAuthenticate with ECDSA.
-          { '@_Name': 'AuthSignatureService', 'si:Versions': { 'si:Version': [version('7.4.1', KON_NS.sig, 'AuthSignatureService'), version('7.3.0', 'http://ws.gematik.de/conn/SignatureService/v7.3', 'AuthSignatureServiceOld')] } },
+          { '@_Name': 'AuthSignatureService', 'si:Versions': { 'si:Version': [version('7.4.1', NS.sig, 'AuthSignatureService'), version('7.3.0', 'http://ws.gematik.de/conn/SignatureService/v7.3', 'AuthSignatureServiceOld')] } },
         ],
       },
     },
@@ -142,8 +206,8 @@ function serviceDirectory(base: string): string {
 
 function soapBody(text: string): XmlElement {
   const env = parseXml(text, 'the request', 1024 * 1024).documentElement!;
-  if (env.namespaceURI !== KON_NS.soap || env.localName !== 'Envelope') throw new SchemaViolation('not a SOAP 1.1 envelope');
-  const body = childrenNamed(env, KON_NS.soap, 'Body')[0];
+  if (env.namespaceURI !== NS.soap || env.localName !== 'Envelope') throw new SchemaViolation('not a SOAP 1.1 envelope');
+  const body = childrenNamed(env, NS.soap, 'Body')[0];
   const first = body ? elements(body)[0] : undefined;
   if (!first) throw new SchemaViolation('empty SOAP body');
   return first;
@@ -175,10 +239,10 @@ function sequence(el: XmlElement, spec: [string, string][]): Record<string, XmlE
 
 function checkContext(o: StandInOptions, ctx: XmlElement): void {
   const c = sequence(ctx, [
-    [KON_NS.conn, 'MandantId'],
-    [KON_NS.conn, 'ClientSystemId'],
-    [KON_NS.conn, 'WorkplaceId'],
-    [KON_NS.conn, 'UserId?'],
+    [NS.conn, 'MandantId'],
+    [NS.conn, 'ClientSystemId'],
+    [NS.conn, 'WorkplaceId'],
+    [NS.conn, 'UserId?'],
   ]);
   const got = { mandantId: textOf(c.MandantId), clientSystemId: textOf(c.ClientSystemId), workplaceId: textOf(c.WorkplaceId) };
   if (got.mandantId !== o.context.mandantId) throw new CardFault(4004, 'Ungültige Mandanten-ID');
@@ -201,15 +265,14 @@ function cardOf(o: StandInOptions, handle: string | undefined): StandInCard {
   return card;
 }
 
-async function handle(o: StandInOptions, operation: string, body: XmlElement): Promise<object> {
+async function handle(o: StandInOptions, operation: string, body: XmlElement, signatures: SignatureRequest[]): Promise<Record<string, object>> {
   switch (operation) {
     case 'GetCards': {
-      if (body.namespaceURI !== KON_NS.evt) throw new SchemaViolation('GetCards is not in the EventService 7.2 namespace');
       const p = sequence(body, [
-        [KON_NS.cctx, 'Context'],
-        [KON_NS.cardcmn, 'CtId?'],
-        [KON_NS.cardcmn, 'SlotId?'],
-        [KON_NS.cardcmn, 'CardType?'],
+        [NS.cctx, 'Context'],
+        [NS.cardcmn, 'CtId?'],
+        [NS.cardcmn, 'SlotId?'],
+        [NS.cardcmn, 'CardType?'],
       ]);
       checkContext(o, p.Context);
       const type = textOf(p.CardType);
@@ -233,10 +296,10 @@ async function handle(o: StandInOptions, operation: string, body: XmlElement): P
     }
     case 'ReadCardCertificate': {
       const p = sequence(body, [
-        [KON_NS.conn, 'CardHandle'],
-        [KON_NS.cctx, 'Context'],
-        [KON_NS.cert, 'CertRefList'],
-        [KON_NS.cert, 'Crypt?'],
+        [NS.conn, 'CardHandle'],
+        [NS.cctx, 'Context'],
+        [NS.cert, 'CertRefList'],
+        [NS.cert, 'Crypt?'],
       ]);
       checkContext(o, p.Context);
       const card = cardOf(o, textOf(p.CardHandle));
@@ -264,9 +327,9 @@ async function handle(o: StandInOptions, operation: string, body: XmlElement): P
     }
     case 'GetPinStatus': {
       const p = sequence(body, [
-        [KON_NS.cctx, 'Context'],
-        [KON_NS.conn, 'CardHandle'],
-        [KON_NS.cardcmn, 'PinTyp'],
+        [NS.cctx, 'Context'],
+        [NS.conn, 'CardHandle'],
+        [NS.cardcmn, 'PinTyp'],
       ]);
       checkContext(o, p.Context);
       const card = cardOf(o, textOf(p.CardHandle));
@@ -274,30 +337,50 @@ async function handle(o: StandInOptions, operation: string, body: XmlElement): P
       return { 'card:GetPinStatusResponse': { ...OK, 'card:PinStatus': card.pin ?? 'VERIFIED', ...(card.pin === 'VERIFIABLE' ? { 'card:LeftTries': '3' } : {}) } };
     }
     case 'ExternalAuthenticate': {
-      if (body.namespaceURI !== KON_NS.sig) throw new SchemaViolation('ExternalAuthenticate is not in the SignatureService 7.4 namespace');
       const p = sequence(body, [
-        [KON_NS.conn, 'CardHandle'],
-        [KON_NS.cctx, 'Context'],
-        [KON_NS.sig, 'OptionalInputs?'],
-        [KON_NS.sig, 'BinaryString'],
+        [NS.conn, 'CardHandle'],
+        [NS.cctx, 'Context'],
+        [NS.sig, 'OptionalInputs?'],
+        [NS.sig, 'BinaryString'],
       ]);
       checkContext(o, p.Context);
       const card = cardOf(o, textOf(p.CardHandle));
       if ((card.pin ?? 'VERIFIED') !== 'VERIFIED') throw new CardFault(4085, 'Zugriffsbedingungen nicht erfüllt');
-      const type = p.OptionalInputs ? textOf(childrenNamed(p.OptionalInputs, KON_NS.dss, 'SignatureType')[0]) : undefined;
-      const data = childrenNamed(p.BinaryString, KON_NS.dss, 'Base64Data')[0];
+      const { signatureType: type, signatureSchemes: schemes } = optionalInputs(p.OptionalInputs);
+      const data = childrenNamed(p.BinaryString, NS.dss, 'Base64Data')[0];
       const digest = Buffer.from(textOf(data) ?? '', 'base64');
       if (digest.length !== 32) throw new SchemaViolation(`BinaryString holds ${digest.length} bytes, not a SHA-256 digest`);
-      const rsa = type === 'urn:ietf:rfc:3447';
-      if (!rsa && type !== 'urn:bsi:tr:03111:ecdsa') throw new SchemaViolation(`SignatureType ${type}`);
+      // The client names the key explicitly: an SMC-B may hold both, and the defaults differ between Konnektor versions.
+      const rsa = type === RSA;
+      if (!rsa && type !== ECDSA) throw new SchemaViolation(`SignatureType ${type ?? 'missing'}: ${ECDSA} or ${RSA}`);
+      if (!rsa && schemes !== undefined) throw new SchemaViolation(`SignatureSchemes ${schemes} with ECDSA (it chooses an RSA padding)`);
+      if (rsa && schemes !== 'RSASSA-PSS') throw new SchemaViolation(`SignatureSchemes ${schemes ?? 'missing'} with RSA: RSASSA-PSS gives PS256`);
       const key = rsa ? card.rsa : card.ecc;
       if (!key) throw new CardFault(4000, `no ${rsa ? 'RSA' : 'ECC'} key on the card`);
+      signatures.push({ handle: card.handle, signatureType: type, signatureSchemes: schemes, digest: digest.toString('base64') });
       const signature = await signDigest(key.keyPem, digest, rsa);
       return { 'sig:ExternalAuthenticateResponse': { ...OK, 'dss:SignatureObject': { 'dss:Base64Signature': { '@_Type': type, '#text': signature.toString('base64') } } } };
     }
     default:
       throw new SchemaViolation(`unknown operation ${operation}`);
   }
+}
+
+/**
+ * ExternalAuthenticate's OptionalInputs (conn/SignatureService.xsd): an xs:all of dss:SignatureType?
+ * and SIG:SignatureSchemes?, each at most once in any order, nothing else.
+ */
+function optionalInputs(el: XmlElement | undefined): { signatureType?: string; signatureSchemes?: string } {
+  if (!el) return {};
+  const out: { signatureType?: string; signatureSchemes?: string } = {};
+  for (const k of elements(el)) {
+    const field = k.namespaceURI === NS.dss && k.localName === 'SignatureType' ? 'signatureType' : k.namespaceURI === NS.sig && k.localName === 'SignatureSchemes' ? 'signatureSchemes' : undefined;
+    if (!field) throw new SchemaViolation(`OptionalInputs: unexpected {${k.namespaceURI}}${k.localName}`);
+    if (out[field] !== undefined) throw new SchemaViolation(`OptionalInputs: ${k.localName} twice`);
+    out[field] = textOf(k) ?? '';
+  }
+  if (out.signatureSchemes !== undefined && !SIGNATURE_SCHEMES.includes(out.signatureSchemes)) throw new SchemaViolation(`SignatureSchemes ${out.signatureSchemes} is not one of ${SIGNATURE_SCHEMES.join(', ')}`);
+  return out;
 }
 
 /** The card's raw signature over a digest it is given, as OpenSSL's pkeyutl makes it (node:crypto always hashes first). */
@@ -315,19 +398,16 @@ function signDigest(keyPem: string, digest: Buffer, rsa: boolean): Promise<Buffe
   });
 }
 
-function fault(res: import('node:http').ServerResponse, code: number, text: string): void {
-  const body = {
-    'soap:Fault': {
-      faultcode: 'soap:Server',
-      faultstring: text,
-      detail: {
-        'gerror:Error': {
-          'gerror:MessageID': crypto.randomUUID(),
-          'gerror:Timestamp': new Date().toISOString(),
-          'gerror:Trace': { 'gerror:EventID': crypto.randomUUID(), 'gerror:Instance': 'standin', 'gerror:LogReference': '1', 'gerror:CompType': 'KON', 'gerror:Code': String(code), 'gerror:Severity': 'Error', 'gerror:ErrorType': 'Technical', 'gerror:ErrorText': text },
-        },
-      },
-    },
+/** GERROR:Error (tel/error/TelematikError.xsd): MessageID, Timestamp, one Trace with the code and text. */
+function gematikError(code: number, text: string): object {
+  return {
+    'gerror:MessageID': crypto.randomUUID(),
+    'gerror:Timestamp': new Date().toISOString(),
+    'gerror:Trace': { 'gerror:EventID': crypto.randomUUID(), 'gerror:Instance': 'standin', 'gerror:LogReference': '1', 'gerror:CompType': 'KON', 'gerror:Code': String(code), 'gerror:Severity': 'Error', 'gerror:ErrorType': 'Technical', 'gerror:ErrorText': text },
   };
+}
+
+function fault(res: import('node:http').ServerResponse, code: number, text: string): void {
+  const body = { 'soap:Fault': { faultcode: 'soap:Server', faultstring: text, detail: { 'gerror:Error': gematikError(code, text) } } };
   res.writeHead(500, { 'content-type': 'text/xml; charset=UTF-8' }).end(envelope(body));
 }
