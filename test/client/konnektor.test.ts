@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { composeParts } from '../../src/app';
-import { derToJoseEcdsa } from '../../src/client/card/konnektor/konnektor-card';
+import { derToJoseEcdsa, KonnektorCard } from '../../src/client/card/konnektor/konnektor-card';
 import { importResources, readResourceFile } from '../../src/fhir';
 import { buildCertificate, derToPem } from '../../src/guard/pki/certificate-builder';
 import { createCardCa, issueCard, type CardCurve } from '../../src/guard/pki/dev-pki';
@@ -28,6 +28,8 @@ const cardCa = createCardCa({ commonName: 'SMC-B CA (Konnektor tests)' });
 const CONTEXT = { mandantId: 'Praxis-1', clientSystemId: 'Terminus', workplaceId: 'Empfang' };
 const PASSWORD = 'konnektor test passphrase';
 const standIns: StandIn[] = [];
+/** A free Slot for each booking test: an SMC-B of each key kind, and the client-certificate login. */
+const SLOTS = ['Konnektor-Slot-P-256', 'Konnektor-Slot-brainpoolP256r1', 'Konnektor-Slot-rsa', 'Konnektor-Slot-mTLS'];
 
 function smcb(handle: string, telematikId: string, curve: CardCurve, o: Partial<StandInCard> = {}): StandInCard {
   const c = issueCard(cardCa, { telematikId, curve, commonName: `Praxis ${telematikId}` });
@@ -42,7 +44,11 @@ beforeAll(async () => {
   const port = await freePort();
   origin = `http://127.0.0.1:${port}`;
   const ctx = await createTestContext({ env: { PUBLIC_URL: origin, GUARD_ENFORCEMENT: 'on', DEMO_DATA: 'false', CARD_TRUST_ANCHORS: path.join(dir, 'card-ca.pem') } });
-  await importResources(composeParts(ctx).fhir, readResourceFile(projectPath('fixtures', 'isik-stufe5.json')));
+  const fixture = readResourceFile(projectPath('fixtures', 'isik-stufe5.json')) as unknown as { entry: { resource: { resourceType: string; id?: string } }[] };
+  // The fixture's one free Slot, copied for each booking here, so every login below can book.
+  const template = fixture.entry.map((e) => e.resource).find((r) => r.resourceType === 'Slot' && r.id === 'Slot-Free-Example')!;
+  const slots = SLOTS.map((id, i) => ({ resource: { ...template, id, start: `2027-03-0${i + 1}T09:00:00Z`, end: `2027-03-0${i + 1}T09:30:00Z` } }));
+  await importResources(composeParts(ctx).fhir, { ...fixture, entry: [...fixture.entry, ...slots] } as never);
   server = await startServer({ ...ctx.config, port, host: '127.0.0.1' }, ctx);
 }, 120_000);
 afterAll(async () => {
@@ -66,46 +72,70 @@ function konFile(s: StandIn, o: Record<string, unknown> = {}): string {
   return file;
 }
 
+/** The Konnektor's TLS client certificate as a PKCS#12 file of `openssl pkcs12` (made once), base64 for ${KONNEKTOR_P12}. */
+let clientP12: string | undefined;
+function konnektorClientP12(): string {
+  if (!clientP12) {
+    const client = pki.issue('terminus-praxis');
+    const p12 = path.join(dir, 'konnektor-client.p12');
+    execFileSync('openssl', ['pkcs12', '-export', '-in', client.cert, '-inkey', client.key, '-out', p12, '-passout', 'pass:00'], { stdio: 'ignore' });
+    clientP12 = fs.readFileSync(p12).toString('base64');
+  }
+  return clientP12;
+}
+
+/** Books `slot` for the fixture's patient with the session of `home`. */
+async function book(home: string, slot: string): Promise<void> {
+  const r = await cli(['book', '--slot', `Slot/${slot}`, '--patient', 'Patient/Patient-Read-Example'], { TERMINUS_CLIENT_HOME: home });
+  expect([r.code, r.stderr]).toEqual([0, '']);
+  expect(r.json).toMatchObject({ resourceType: 'Appointment', status: expect.any(String), slot: [{ reference: `Slot/${slot}` }] });
+}
+
 function cli(args: string[], env: Record<string, string> = {}): Promise<CliRun> {
   return runCli(args, { env: { TERMINUS_CLIENT_HOME: path.join(dir, 'home'), TERMINUS_CLIENT_PASSWORD: PASSWORD, KONNEKTOR_PASSWORD: 'geheim', ...env } });
 }
 
 describe('login through the Konnektor', () => {
-  test.each<[CardCurve, string]>([
-    ['P-256', 'ES256'],
-    ['brainpoolP256r1', 'BP256R1'],
-    ['rsa', 'PS256'],
-  ])('an SMC-B with a %s key logs in (%s, one ExternalAuthenticate), and the session books', async (curve, alg) => {
+  test.each<[CardCurve, string, { signatureType: string; signatureSchemes?: string }]>([
+    ['P-256', 'ES256', { signatureType: 'urn:bsi:tr:03111:ecdsa' }],
+    ['brainpoolP256r1', 'BP256R1', { signatureType: 'urn:bsi:tr:03111:ecdsa' }],
+    ['rsa', 'PS256', { signatureType: 'urn:ietf:rfc:3447', signatureSchemes: 'RSASSA-PSS' }],
+  ])('an SMC-B with a %s key logs in (%s, one ExternalAuthenticate), and the session books', async (curve, alg, asked) => {
     const telematikId = `5-SMC-B-${curve}`;
     const s = await standIn([smcb('CH-1', telematikId, curve)]);
     const home = path.join(dir, `home-${curve}`);
-    const login = await cli(['login', '--server', origin, '--konnektor', konFile(s)], { TERMINUS_CLIENT_HOME: home });
-    expect([login.code, login.stderr]).toEqual([0, '']);
-    expect(s.calls).toMatchObject({ sds: 1, GetCards: 1, GetPinStatus: 1, ExternalAuthenticate: 1 });
-    expect(s.calls.ReadCardCertificate).toBe(curve === 'rsa' ? 2 : 1);
+    const signed = jest.spyOn(KonnektorCard.prototype, 'signJwt');
+    try {
+      const login = await cli(['login', '--server', origin, '--konnektor', konFile(s)], { TERMINUS_CLIENT_HOME: home });
+      expect([login.code, login.stderr]).toEqual([0, '']);
+      expect(s.calls).toMatchObject({ sds: 1, GetCards: 1, GetPinStatus: 1, ExternalAuthenticate: 1 });
+      expect(s.calls.ReadCardCertificate).toBe(curve === 'rsa' ? 2 : 1);
+      // The card was asked for the signature its key makes (conn/SignatureService.xsd OptionalInputs) ...
+      expect(s.signatures).toEqual([{ handle: 'CH-1', ...asked, digest: expect.any(String) }]);
+      // ... over the SHA-256 of the signing input of the subject token the server accepted, whose JOSE header names that algorithm.
+      expect(signed).toHaveBeenCalledTimes(1);
+      const token = await (signed.mock.results[0].value as Promise<string>);
+      const [header, payload] = token.split('.');
+      expect(JSON.parse(Buffer.from(header, 'base64url').toString())).toMatchObject({ alg, typ: 'JWT' });
+      expect(crypto.createHash('sha256').update(`${header}.${payload}`).digest('base64')).toBe(s.signatures[0].digest);
+    } finally {
+      signed.mockRestore();
+    }
     const status = await cli(['status'], { TERMINUS_CLIENT_HOME: home });
     expect(status.json).toMatchObject({ logged_in: true });
-    if (curve !== 'P-256') {
-      const read = await cli(['get', 'Slot/Slot-Free-Example'], { TERMINUS_CLIENT_HOME: home });
-      expect([read.code, read.json?.resourceType]).toEqual([0, 'Slot']);
-      return;
-    }
-    const book = await cli(['book', '--slot', 'Slot/Slot-Free-Example', '--patient', 'Patient/Patient-Read-Example'], { TERMINUS_CLIENT_HOME: home });
-    expect([book.code, book.stderr]).toEqual([0, '']);
-    expect(book.json).toMatchObject({ resourceType: 'Appointment', status: expect.any(String) });
+    await book(home, `Konnektor-Slot-${curve}`);
     // Still one signature by the card: the booking ran on the token it earned.
     expect(s.calls.ExternalAuthenticate).toBe(1);
-    expect(alg).toBe('ES256');
   });
 
-  test('with a client certificate (pkcs12 credentials) over TLS 1.2, as Konnektors in the field speak it', async () => {
-    const client = pki.issue('terminus-praxis');
-    const p12 = path.join(dir, 'konnektor-client.p12');
-    execFileSync('openssl', ['pkcs12', '-export', '-in', client.cert, '-inkey', client.key, '-out', p12, '-passout', 'pass:00'], { stdio: 'ignore' });
+  test('with a client certificate (pkcs12 credentials) over TLS 1.2, as Konnektors in the field speak it, and the session books', async () => {
     const s = await standIn([smcb('CH-1', '5-SMC-B-MTLS', 'P-256')], { clientCa: pki.caPem, maxVersion: 'TLSv1.2' });
     const kon = konFile(s, { credentials: { type: 'pkcs12', data: '${KONNEKTOR_P12}', password: '00' } });
-    const login = await cli(['login', '--server', origin, '--konnektor', kon], { TERMINUS_CLIENT_HOME: path.join(dir, 'home-mtls'), KONNEKTOR_P12: fs.readFileSync(p12).toString('base64') });
+    const home = path.join(dir, 'home-mtls');
+    const login = await cli(['login', '--server', origin, '--konnektor', kon], { TERMINUS_CLIENT_HOME: home, KONNEKTOR_P12: konnektorClientP12() });
     expect([login.code, login.stderr]).toEqual([0, '']);
+    expect(s.calls.ExternalAuthenticate).toBe(1);
+    await book(home, 'Konnektor-Slot-mTLS');
   });
 
   test('two SMC-Bs: without telematikId a clear error listing both; with it, that card', async () => {
@@ -127,6 +157,8 @@ describe('login through the Konnektor', () => {
     ['an expectedHost its certificate does not name', 1, async () => ({ kon: konFile(await standIn([smcb('CH-1', '5-X', 'P-256')]), { expectedHost: 'other.praxis.local' }) }), /the Konnektor's TLS certificate is not for other\.praxis\.local \(expectedHost\)/],
     ['no answer in time', 2, async () => ({ kon: konFile(await standIn([smcb('CH-1', '5-X', 'P-256')], { delayMs: 4000 })), env: { TERMINUS_CLIENT_KONNEKTOR_TIMEOUT: '1' } }), /the Konnektor at https:\/\/127\.0\.0\.1:\d+\/connector\.sds did not answer in time/],
     ['a .kon that does not validate', 2, async () => ({ kon: konFile(await standIn([]), { mandantId: '', env: 'prod' }) }), /invalid \.kon configuration .*:\n {2}- "env" must be one of ru, tu, pu \(got "prod"\)\n {2}- "mandantId" is required/],
+    ['a wrong password for the pkcs12 credentials', 2, async () => ({ kon: konFile(await standIn([]), { credentials: { type: 'pkcs12', data: '${KONNEKTOR_P12}', password: 'falsch' } }), env: { KONNEKTOR_P12: konnektorClientP12() } }), /credentials\.data of the \.kon file \/.*\.kon: wrong password/],
+    ['an answer whose Status carries a gematik error', 1, async () => ({ kon: konFile(await standIn([smcb('CH-1', '5-X', 'P-256')], { statusError: { operation: 'GetPinStatus', code: 4018, text: 'Kartensitzung belegt' } })) }), /the card is in use by another session; try again in a moment \(the Konnektor says: CardService\.GetPinStatus: Kartensitzung belegt, gematik error 4018\)/],
     ['system credentials', 2, async () => ({ kon: konFile(await standIn([]), { credentials: { type: 'system', name: 'konnektor' } }) }), /credentials of type system .* are not supported on this platform/],
   ])('%s: exit %d with a message the practice understands', async (_name, code, setup, message) => {
     const { kon, env } = await setup();
