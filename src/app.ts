@@ -147,6 +147,8 @@ function createExpressApp(ctx: AppContext, fhir: FhirEnv, guard: Pick<GuardOptio
   app.get('/readyz', async (_req, res) => {
     const checks = {
       store: await probe(() => ctx.db.query('SELECT 1')),
+      // Read replicas (DATABASE_READ_URL): one lagging or gone is degraded, the primary serves its reads.
+      read_replicas: ctx.db.reads ? ctx.db.reads.state() : 'not used',
       redis: ctx.redis ? await probe(() => ctx.redis!.ping()) : 'not used',
       policy_engine: (await policyEngineReady(ctx.config, READY_TIMEOUT_MS)) ? 'ok' : 'unavailable',
       card_tsl: cardIssuers.readiness(),

@@ -17,6 +17,13 @@ export interface Config {
   databaseUrl?: string;
   /** PostgreSQL connections per process (DB_POOL_SIZE, default 20). */
   dbPoolSize: number;
+  /**
+   * PostgreSQL streaming replicas for reads and searches outside a transaction (DATABASE_READ_URL,
+   * comma-separated), with read-your-writes; a replica further behind the primary than
+   * DATABASE_READ_MAX_LAG (default 2 s) serves nobody until it catches up.
+   */
+  databaseReadUrls: string[];
+  databaseReadMaxLagMs: number;
   /** Seconds an idle PostgreSQL connection stays open (DB_IDLE_TIMEOUT_SECONDS, default 300; 0: until the process ends). */
   dbIdleTimeoutSec: number;
   dataDir: string;
@@ -210,6 +217,8 @@ export function loadConfig(env: Env = process.env): Config {
     publicUrl,
     databaseUrl,
     dbPoolSize: parsePositiveInt(env, 'DB_POOL_SIZE', 20),
+    databaseReadUrls: readUrls(env, databaseUrl),
+    databaseReadMaxLagMs: parseDuration(env, 'DATABASE_READ_MAX_LAG', 2) * 1000,
     dbIdleTimeoutSec: parseNonNegativeInt(env, 'DB_IDLE_TIMEOUT_SECONDS', 300),
     dataDir: path.resolve(nonEmpty(env, 'DATA_DIR') ?? './data'),
     redisUrl,
@@ -692,6 +701,16 @@ function parseCardTsl(env: Env): Config['cardTsl'] {
 }
 
 /** A duration: a number with s, m, h or d (plain seconds without a unit). */
+/** DATABASE_READ_URL: PostgreSQL URLs of streaming replicas of DATABASE_URL. */
+function readUrls(env: Env, databaseUrl: string | undefined): string[] {
+  const v = nonEmpty(env, 'DATABASE_READ_URL');
+  if (v === undefined) return [];
+  if (!databaseUrl) throw new ConfigError('DATABASE_READ_URL', 'needs DATABASE_URL (the primary the replicas stream from); the embedded store has no replicas');
+  const urls = v.split(',').map((u) => u.trim()).filter(Boolean);
+  for (const u of urls) if (!/^postgres(ql)?:\/\//.test(u)) throw new ConfigError('DATABASE_READ_URL', `each entry must be a postgres:// or postgresql:// connection string, got "${u.replace(/\/\/[^@/]*@/, '//…@')}"`);
+  return urls;
+}
+
 function parseDuration(env: Env, name: string, dfltSec: number): number {
   const v = nonEmpty(env, name);
   if (v === undefined) return dfltSec;

@@ -6,7 +6,7 @@ import { composeTerminus, type Terminus } from './app';
 import { ConfigError, fhirBaseUrl, type Config } from './config';
 import type { AppContext } from './context';
 import { createLogger, type Logger } from './logger';
-import { DataDirInUse, migrate, openDb, openTables, preloadSearchParameters, Repository, type Db } from './store';
+import { DataDirInUse, migrate, openDb, openTables, preloadSearchParameters, ReplicaSet, Repository, type Db, type SharedWriteMarks } from './store';
 import { issue, outcome } from './server-lib/outcomes';
 import { API_VERSION, loadPolicyData } from './guard';
 import { preloadValidation } from './model';
@@ -37,6 +37,7 @@ export async function createContext(config: Config, logger: Logger = createLogge
   const db = await openStore(config);
   try {
     const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : undefined;
+    if (redis && db.reads instanceof ReplicaSet) db.reads.shareWriteMarks(redisWriteMarks(redis));
     return { config, db, logger, redis, now: () => new Date() };
   } catch (err) {
     await db.close().catch(() => undefined);
@@ -58,7 +59,12 @@ export async function openStore(config: Config): Promise<Db & { applied: string[
   try {
     // pg connects lazily, and a host that drops packets never refuses: bound the first answer.
     await withTimeout(db.query('SELECT 1'), STORE_CONNECT_TIMEOUT_MS, `no answer within ${STORE_CONNECT_TIMEOUT_MS / 1000} s`);
-    return Object.assign(db, { applied: await migrate(db) });
+    const applied = await migrate(db);
+    // Replicas that cannot be reached now are left out (the primary serves) until a look finds them.
+    if (config.databaseReadUrls.length > 0) {
+      db.reads = await ReplicaSet.open(db, config.databaseReadUrls, { maxLagMs: config.databaseReadMaxLagMs, poolSize: config.dbPoolSize, idleTimeoutSec: config.dbIdleTimeoutSec, names: config.databaseReadUrls.map(redactUrl) });
+    }
+    return Object.assign(db, { applied });
   } catch (err) {
     await withTimeout(db.close(), SHUTDOWN_STEP_MS, 'close').catch(() => undefined);
     throw new ConfigError(variable, `cannot use the store at ${where}: ${errorText(err)}`);
@@ -270,6 +276,23 @@ function listen(server: http.Server, config: Config): Promise<void> {
     });
     server.listen(config.port, config.host, () => resolve());
   });
+}
+
+/**
+ * A writer's last write, known to every replica of the application for as long as it matters
+ * (the key expires with the allowed replica lag).
+ */
+function redisWriteMarks(redis: Redis): SharedWriteMarks {
+  const key = (writer: string) => `terminus:last-write:${writer}`;
+  return {
+    async mark(writer, atMs, ttlMs) {
+      await redis.set(key(writer), String(atMs), 'PX', ttlMs);
+    },
+    async lastWrite(writer) {
+      const v = await redis.get(key(writer));
+      return v === null ? undefined : Number(v);
+    },
+  };
 }
 
 /** A connection URL without its password, for messages. */

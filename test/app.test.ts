@@ -17,7 +17,7 @@ describe('app shell', () => {
     expect(health.headers['svc-api-version']).toMatch(/^\d+\.\d+\.\d+/);
     const ready = await request(app).get('/readyz');
     expect(ready.status).toBe(200);
-    expect(ready.body).toEqual({ status: 'ready', checks: { store: 'ok', redis: ctx.redis ? 'ok' : 'not used', policy_engine: 'ok', card_tsl: 'not used', audit: 'ok' } });
+    expect(ready.body).toEqual({ status: 'ready', checks: { store: 'ok', read_replicas: 'not used', redis: ctx.redis ? 'ok' : 'not used', policy_engine: 'ok', card_tsl: 'not used', audit: 'ok' } });
   });
 
   test('an unknown path answers 404 with the guard error object', async () => {

@@ -51,7 +51,7 @@ describeWithRedis('a running server when Redis goes away', () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
 
     const ready = await get(`${url}/readyz`);
-    expect([ready.status, JSON.parse(ready.body)]).toEqual([503, { status: 'unavailable', checks: { store: 'ok', redis: 'unavailable', policy_engine: 'ok', card_tsl: 'not used', audit: 'ok' } }]);
+    expect([ready.status, JSON.parse(ready.body)]).toEqual([503, { status: 'unavailable', checks: { store: 'ok', read_replicas: 'not used', redis: 'unavailable', policy_engine: 'ok', card_tsl: 'not used', audit: 'ok' } }]);
     const started = Date.now();
     const nonce = await get(`${url}${noncePath}`);
     // Within 5 s with the dependency gone (docs/requirements.md#robustness-aims: that bound, not a tighter one).

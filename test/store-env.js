@@ -49,6 +49,7 @@ const STORE_FREE = [
   'test/subscriptions/rest-hook.test.ts',
   'test/tls/server-tls.test.ts',
   'test/tls/ocsp-stapler.test.ts',
+  'test/store/read-replicas.test.ts',
 ];
 
 /** Read DATABASE_URL, never REDIS_URL: `postgres-no-redis` would run them exactly as `postgres` does. */

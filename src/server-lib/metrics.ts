@@ -58,6 +58,20 @@ export const storeRefusals = new Counter({
   registers: [metricsRegistry],
 });
 
+export const dbReads = new Counter({
+  name: 'terminus_db_reads_total',
+  help: 'Reads and searches outside a transaction with DATABASE_READ_URL, by where they ran: replica, or primary (no replica had replayed the reader\'s last write, or all lag or are unreachable)',
+  labelNames: ['target'] as const,
+  registers: [metricsRegistry],
+});
+
+export const replicaLag = new Gauge({
+  name: 'terminus_db_replica_lag_seconds',
+  help: 'How far each read replica (DATABASE_READ_URL) was behind the primary at the last look, by WAL position; -1 while it cannot be reached',
+  labelNames: ['replica'] as const,
+  registers: [metricsRegistry],
+});
+
 export const trustListRefreshes = new Counter({
   name: 'terminus_trust_list_refreshes_total',
   help: 'Reads of a trust list (CARD_TSL) by outcome: ok, or why the list was refused (malformed, signature, signer, expired, rollback, unreachable)',

@@ -3,7 +3,7 @@ import type { Resource } from '@medplum/fhirtypes';
 import { gone, notFound, preconditionFailed } from '../server-lib/outcomes';
 import type { Caller } from '../common/identity';
 import { canSee } from '../server-lib/owner';
-import { retriedTransaction, SqlState, TRANSIENT_STATES, type Db, type RetryOptions } from './db';
+import { retriedTransaction, SqlState, TRANSIENT_STATES, type Db, type ReadRouting, type RetryOptions } from './db';
 import { extractIndexRows, type IndexRows } from './search/extract';
 import { deleteIndexRows, deleteIndexRowsOf, indexWriteCtes, insertIndexRows } from './search/index-writer';
 import { executeSearch, type SearchRequest, type SearchResult } from './search/sql';
@@ -83,6 +83,8 @@ export class Repository {
   private locked = new Map<string, StoredRow | undefined>();
   /** Who the writes of this view are for. `rest` by default: the origin every interceptor applies to. */
   private acting: { origin: WriteOrigin; writer?: Pick<Caller, 'institution' | 'isOwner' | 'patient'> } = { origin: 'rest' };
+  /** The store's read replicas (DATABASE_READ_URL), kept by every view of this repository, transactions included. */
+  private routing?: ReadRouting;
 
   constructor(
     readonly db: Db,
@@ -92,13 +94,16 @@ export class Repository {
     private readonly interceptors: readonly WriteInterceptor[] = [],
     /** Results of calendar window searches (SEARCH_CACHE_ENTRIES); none: every search asks the store. */
     private readonly searchCache?: SearchWindowCache,
-  ) {}
+  ) {
+    this.routing = db.reads;
+  }
 
   /** The same repository (transaction, lock cache, interceptors) writing for `origin` and `writer`. */
   actingAs(origin: WriteOrigin, writer?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>): Repository {
     const view = new Repository(this.db, this.baseUrl, this.now, this.interceptors, this.searchCache);
     view.locked = this.locked;
     view.acting = { origin, writer };
+    view.routing = this.routing;
     return view;
   }
 
@@ -106,6 +111,7 @@ export class Repository {
   on(db: Db): Repository {
     const bound = new Repository(db, this.baseUrl, this.now, this.interceptors, this.searchCache);
     bound.acting = this.acting;
+    bound.routing = this.routing;
     return bound;
   }
 
@@ -124,10 +130,10 @@ export class Repository {
     return retriedTransaction(this.db, (tx) => fn(this.boundTo(tx)), opts);
   }
 
-  async readRow(type: string, id: string, opts: { forUpdate?: boolean } = {}): Promise<StoredRow | undefined> {
+  async readRow(type: string, id: string, opts: { forUpdate?: boolean; db?: Db } = {}): Promise<StoredRow | undefined> {
     const key = `${type}/${id}`;
     if (opts.forUpdate && this.db.inTransaction && this.locked.has(key)) return this.locked.get(key);
-    const { rows } = await this.db.query<{ content: Resource; deleted: boolean; owner: string | null; version_id: number }>(
+    const { rows } = await (opts.db ?? this.db).query<{ content: Resource; deleted: boolean; owner: string | null; version_id: number }>(
       `SELECT content, deleted, owner, version_id FROM resource WHERE resource_type = $1 AND id = $2${opts.forUpdate ? ' FOR UPDATE' : ''}`,
       [type, id],
       { prepare: true },
@@ -198,35 +204,41 @@ export class Repository {
 
   /** The current version; 404 when absent or hidden from the scope, 410 when deleted. */
   async read<T extends Resource = Resource>(type: string, id: string, scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>): Promise<T> {
-    const row = await this.readRow(type, id);
-    if (!row || !canSee(row.owner, scope, row.resource)) throw notFound(type, id);
-    if (row.deleted) throw gone(type, id);
-    return row.resource as T;
+    return this.reading(scope, async (db) => {
+      const row = await this.readRow(type, id, { db });
+      if (!row || !canSee(row.owner, scope, row.resource)) throw notFound(type, id);
+      if (row.deleted) throw gone(type, id);
+      return row.resource as T;
+    });
   }
 
   async vread(type: string, id: string, versionId: string, scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>): Promise<Resource> {
-    const row = await this.readRow(type, id);
-    // Version ids are PostgreSQL integers: a larger number names no version (not a failed query).
-    if (!row || !canSee(row.owner, scope, row.resource) || !/^\d+$/.test(versionId) || Number(versionId) > MAX_VERSION_ID) throw notFound(type, `${id}/_history/${versionId}`);
-    const version = await readVersion(this.db, type, id, Number(versionId));
-    if (!version) throw notFound(type, `${id}/_history/${versionId}`);
-    if (version.deleted) throw gone(type, id);
-    return version.resource;
+    return this.reading(scope, async (db) => {
+      const row = await this.readRow(type, id, { db });
+      // Version ids are PostgreSQL integers: a larger number names no version (not a failed query).
+      if (!row || !canSee(row.owner, scope, row.resource) || !/^\d+$/.test(versionId) || Number(versionId) > MAX_VERSION_ID) throw notFound(type, `${id}/_history/${versionId}`);
+      const version = await readVersion(db, type, id, Number(versionId));
+      if (!version) throw notFound(type, `${id}/_history/${versionId}`);
+      if (version.deleted) throw gone(type, id);
+      return version.resource;
+    });
   }
 
   /** Every version, newest first, with deletions marked. */
   async history(type: string, id: string, scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>): Promise<{ resource: Resource; deleted: boolean; versionId: number; lastUpdated: string }[]> {
-    const row = await this.readRow(type, id);
-    if (!row || !canSee(row.owner, scope, row.resource)) throw notFound(type, id);
-    // The current version is the resource row; resource_version holds the ones it replaced.
-    const { rows } = await this.db.query<{ content: Resource; deleted: boolean; version_id: number; last_updated: Date | string }>(
-      `SELECT content, deleted, version_id, last_updated FROM resource WHERE resource_type = $1 AND id = $2
-       UNION ALL
-       SELECT content, deleted, version_id, last_updated FROM resource_version WHERE resource_type = $1 AND id = $2
-       ORDER BY version_id DESC`,
-      [type, id],
-    );
-    return rows.map((r) => ({ resource: r.content, deleted: r.deleted, versionId: r.version_id, lastUpdated: new Date(r.last_updated).toISOString() }));
+    return this.reading(scope, async (db) => {
+      const row = await this.readRow(type, id, { db });
+      if (!row || !canSee(row.owner, scope, row.resource)) throw notFound(type, id);
+      // The current version is the resource row; resource_version holds the ones it replaced.
+      const { rows } = await db.query<{ content: Resource; deleted: boolean; version_id: number; last_updated: Date | string }>(
+        `SELECT content, deleted, version_id, last_updated FROM resource WHERE resource_type = $1 AND id = $2
+         UNION ALL
+         SELECT content, deleted, version_id, last_updated FROM resource_version WHERE resource_type = $1 AND id = $2
+         ORDER BY version_id DESC`,
+        [type, id],
+      );
+      return rows.map((r) => ({ resource: r.content, deleted: r.deleted, versionId: r.version_id, lastUpdated: new Date(r.last_updated).toISOString() }));
+    });
   }
 
   /** Create with a server-assigned id. */
@@ -261,6 +273,7 @@ export class Repository {
       );
       await deleteIndexRows(tx.db, type, id, row.owner !== null);
       tx.remember(type, id, { resource: content as Resource, deleted: true, owner: row.owner, versionId });
+      tx.wroteFor(this.acting.writer);
       const along = tx.alongWrites({ interaction: 'delete', type, id, versionId, resource: content as Resource });
       if (along) {
         const { sql, params } = alongsideStatement(along);
@@ -311,8 +324,21 @@ export class Repository {
 
   search(request: SearchRequest, scope?: Pick<Caller, 'institution' | 'isOwner' | 'patient'>): Promise<SearchResult> {
     const opts = { scope, now: this.now(), baseUrl: this.baseUrl };
-    if (!this.searchCache) return executeSearch(this.db, request, opts);
-    return this.searchCache.search(this.db, request, opts, () => executeSearch(this.db, request, opts));
+    return this.reading(scope, (db) => {
+      if (!this.searchCache) return executeSearch(db, request, opts);
+      // The stamp and the search on the same Db: an entry is never older than its stamp says.
+      return this.searchCache.search(db, request, opts, () => executeSearch(db, request, opts));
+    });
+  }
+
+  /**
+   * Runs a caller's read outside a transaction where DATABASE_READ_URL routes it: a replica that
+   * has replayed the caller's (institution's) last write, else the primary. Reads without a caller
+   * (the repository's own, jobs, imports) and everything inside a transaction stay on this Db.
+   */
+  private reading<T>(scope: Pick<Caller, 'institution' | 'isOwner' | 'patient'> | undefined, read: (db: Db) => Promise<T>): Promise<T> {
+    if (!this.routing || this.db.inTransaction || !scope?.institution) return read(this.db);
+    return this.routing.read(scope.institution, read);
   }
 
   private async write(resource: Resource, opts: WriteOptions, mode: 'create' | 'update'): Promise<{ resource: Resource; created: boolean }> {
@@ -344,10 +370,17 @@ export class Repository {
         const { sql, params } = writeStatement({ type, id, versionId, lastUpdated, stored, owner, exists: !!row }, extractIndexRows(stored, this.baseUrl), joined(opts.alongside?.(id), observed));
         await tx.db.query(sql, params, { prepare: true });
         tx.remember(type, id, { resource: stored, deleted: false, owner, versionId });
+        tx.wroteFor(this.acting.writer);
         return { resource: stored, created: !row || row.deleted };
       },
       { retryOn },
     );
+  }
+
+  /** The writer reads its write from now on: replicas serve it only once they have replayed it. */
+  private wroteFor(writer: Pick<Caller, 'institution'> | undefined): void {
+    const routing = this.routing;
+    if (routing && writer?.institution) this.db.afterCommit(() => routing.wrote(writer.institution));
   }
 
   /** Runs the interceptors of the event's type, in the order they were composed. */

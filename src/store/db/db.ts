@@ -38,8 +38,29 @@ export interface Db {
    * volatile as the process (the guard keeps its per-request replay cache and counters here).
    */
   readonly processMemory?: Map<string, unknown>;
+  /** PostgreSQL with DATABASE_READ_URL: where reads outside a transaction run (`read-replicas.ts`). */
+  reads?: ReadRouting;
   /** PostgreSQL only: the connection pool right now (for /metrics). */
   poolState?(): { total: number; idle: number; waiting: number };
+}
+
+/**
+ * Where reads go when PostgreSQL streaming replicas serve them (DATABASE_READ_URL): a read outside
+ * a transaction runs on a replica that has replayed everything its reader wrote, else on the
+ * primary; writes and everything inside a transaction stay on the primary (the Repository asks).
+ */
+export interface ReadRouting {
+  /**
+   * Runs `read` on a replica fit for `reader` (one that has replayed the reader's last write and
+   * lags the primary by less than the allowed lag), or on the primary when none is; a replica that
+   * fails under the read is left out and the read runs again on the primary.
+   */
+  read<T>(reader: string, read: (db: Db) => Promise<T>): Promise<T>;
+  /** Says that `writer` has just committed a write (after the commit). */
+  wrote(writer: string): void;
+  /** Each replica's state, for /readyz. */
+  state(): { status: 'ok' | 'degraded'; replicas: { replica: string; status: string; lagSeconds?: number; reason?: string }[] };
+  close(): Promise<void>;
 }
 
 /** What a transaction runs once it has committed (`Db.afterCommit`): the base of both drivers' transaction Dbs. */

@@ -5,9 +5,11 @@ import type { Db } from './db';
 /**
  * Database access: one `Db` surface (`db.ts`) over a PostgreSQL pool (`pg-pool.ts`, bounded by
  * `timeouts.ts`) or PGlite (`pglite.ts`, its directory held by `data-dir-lock.ts`); what a failure
- * means in `errors.ts`, and which failures a transaction runs again after in `retried-transaction.ts`.
+ * means in `errors.ts`, and which failures a transaction runs again after in `retried-transaction.ts`;
+ * reads on PostgreSQL streaming replicas with read-your-writes in `read-replicas.ts`.
  */
-export type { Db, QueryOptions, QueryResult } from './db';
+export type { Db, QueryOptions, QueryResult, ReadRouting } from './db';
+export { ReplicaSet, type SharedWriteMarks } from './read-replicas';
 export { DataDirInUse } from './data-dir-lock';
 export { SqlState, sqlState, StoreBusy, StoreUnavailable } from './errors';
 export { openPglite, openPgliteFromImage, pgliteImage } from './pglite';

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { Pool, type PoolClient, type QueryConfig } from 'pg';
 import { storeRefusals } from '../../server-lib/metrics';
-import { CommitHooks, type Db, type QueryOptions, type QueryResult } from './db';
+import { CommitHooks, type Db, type QueryOptions, type QueryResult, type ReadRouting } from './db';
 import { isConnectionFailure, isPoolWaitTimeout, StoreBusy, StoreUnavailable, unavailableOr } from './errors';
 import { STORE_CONNECT_TIMEOUT_MS, STORE_QUERY_TIMEOUT_MS, STORE_STATEMENT_TIMEOUT_MS } from './timeouts';
 
@@ -9,6 +9,8 @@ export interface PgPoolOptions {
   databaseUrl: string;
   /** A schema of its own (tests); created if missing, `public` stays on the path. */
   schema?: string;
+  /** False on a read-only replica: the schema is the primary's, only the search path is set. */
+  createSchema?: boolean;
   poolSize?: number;
   /** Seconds an idle connection stays open (0: until the pool ends); default 300. */
   idleTimeoutSec?: number;
@@ -16,8 +18,8 @@ export interface PgPoolOptions {
 
 /** A Db on a pg.Pool with the store's bounds (`timeouts.ts`). */
 export async function openPgPool(opts: PgPoolOptions): Promise<Db> {
-  if (opts.schema) {
-    if (!/^[a-z_][a-z0-9_]*$/.test(opts.schema)) throw new Error(`invalid schema name ${opts.schema}`);
+  if (opts.schema && !/^[a-z_][a-z0-9_]*$/.test(opts.schema)) throw new Error(`invalid schema name ${opts.schema}`);
+  if (opts.schema && opts.createSchema !== false) {
     const admin = new Pool({ connectionString: opts.databaseUrl, max: 1 });
     await admin.query(`CREATE SCHEMA IF NOT EXISTS ${opts.schema}`).finally(() => admin.end());
   }
@@ -66,6 +68,7 @@ function queryConfig(sql: string, values: unknown[], opts: QueryOptions): QueryC
 class PgDb implements Db {
   readonly kind = 'pg' as const;
   readonly inTransaction = false;
+  reads?: ReadRouting;
   /** When a connection last failed (refused, dropped, an answer or a connect timed out), epoch ms. */
   private lastFailureAt = Number.NEGATIVE_INFINITY;
   constructor(private readonly pool: Pool) {
@@ -147,6 +150,7 @@ class PgDb implements Db {
   }
 
   async close(): Promise<void> {
+    await this.reads?.close();
     await this.pool.end();
   }
 }
