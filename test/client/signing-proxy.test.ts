@@ -1,5 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -87,6 +88,34 @@ test('curl over the unix socket (mode 600): health, search and $book', async () 
   expect(bundle.entry.map((e: { resource: { id: string } }) => e.resource.id)).toEqual(['Proxy-Slot-3']);
   const booked = JSON.parse(await curl('-X', 'POST', '-H', 'content-type: application/fhir+json', '--data', JSON.stringify(bookParameters(slot(3), PATIENT)), 'http://localhost/fhir/Appointment/$book'));
   expect(booked).toMatchObject({ resourceType: 'Appointment', slot: [{ reference: 'Slot/Proxy-Slot-3' }] });
+});
+
+test('the socket is mode 600 from the moment it listens, not only after a later chmod', async () => {
+  // Its mode when the server emits 'listening' (right after bind(2), before startSigningProxy
+  // could change anything): another local user who connects in that moment would reach the session.
+  const create = http.createServer;
+  let modeAtListening: number | undefined;
+  const spy = jest.spyOn(http, 'createServer').mockImplementation(((...args: Parameters<typeof http.createServer>) => {
+    const s = create(...args);
+    s.prependListener('listening', () => {
+      modeAtListening = fs.statSync(s.address() as string).mode & 0o777;
+    });
+    return s;
+  }) as typeof http.createServer);
+  const before = path.join(dir, 'umask-before');
+  fs.writeFileSync(before, '');
+  let proxy: SigningProxy | undefined;
+  try {
+    proxy = await startSigningProxy({ session, socket: path.join(dir, 'run-early', 'early.sock') });
+  } finally {
+    spy.mockRestore();
+    await proxy?.close();
+  }
+  expect(modeAtListening).toBe(0o600);
+  // The umask is the process's again: files made from here on get their usual mode.
+  const after = path.join(dir, 'umask-after');
+  fs.writeFileSync(after, '');
+  expect(fs.statSync(after).mode & 0o777).toBe(fs.statSync(before).mode & 0o777);
 });
 
 test("the server's answers pass through verbatim (a 404 OperationOutcome, its headers); the proxy's own carry terminus-proxy-error", async () => {

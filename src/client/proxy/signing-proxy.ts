@@ -52,8 +52,19 @@ export async function startSigningProxy(o: SigningProxyOptions): Promise<Signing
     fs.mkdirSync(path.dirname(o.socket), { recursive: true, mode: 0o700 });
     // A socket left by a proxy that died: a live one answers, so only a dead one is removed.
     if (fs.existsSync(o.socket) && !(await socketAnswers(o.socket))) fs.rmSync(o.socket, { force: true });
-    await listen(server, { path: o.socket });
-    fs.chmodSync(o.socket, 0o600);
+    // The socket file is made by bind(2), which server.listen() calls before it returns (not in a
+    // cluster worker): a umask that leaves the owner's bits only, set around that call and restored
+    // at once, creates it mode 600, so there is no moment in which another local user could
+    // connect (a chmod after listen leaves one). In a worker thread process.umask(mask) throws:
+    // the proxy then does not start on a socket, rather than start on a looser one.
+    const umask = process.umask(0o177);
+    let bound: Promise<void>;
+    try {
+      bound = listen(server, { path: o.socket });
+    } finally {
+      process.umask(umask);
+    }
+    await bound;
     address = `unix:${o.socket}`;
   } else {
     await listen(server, { host: '127.0.0.1', port: o.port ?? 0 });
