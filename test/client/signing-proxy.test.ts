@@ -1,4 +1,4 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -34,7 +34,7 @@ const PATIENT = 'Patient/Patient-Read-Example';
 /** Free slots of their own for each client (the fixture's few are booked by other tests). */
 function slotsFor(fixture: { entry: { resource: { resourceType: string; id?: string } }[] }): { resource: Record<string, unknown> }[] {
   const template = fixture.entry.map((e) => e.resource).find((r) => r.resourceType === 'Slot' && r.id === 'Slot-Free-Example') as Record<string, unknown>;
-  return [1, 2, 3, 4].map((n) => ({ resource: { ...template, id: `Proxy-Slot-${n}`, start: `2027-02-0${n}T09:00:00Z`, end: `2027-02-0${n}T09:30:00Z` } }));
+  return [1, 2, 3, 4, 5, 6].map((n) => ({ resource: { ...template, id: `Proxy-Slot-${n}`, start: `2027-02-0${n}T09:00:00Z`, end: `2027-02-0${n}T09:30:00Z` } }));
 }
 
 beforeAll(async () => {
@@ -52,6 +52,7 @@ beforeAll(async () => {
   overSocket = await startSigningProxy({ session, socket });
 }, 120_000);
 afterAll(async () => {
+  for (const child of serving) child.kill('SIGKILL');
   await overPort?.close();
   await overSocket?.close();
   session?.close();
@@ -60,6 +61,51 @@ afterAll(async () => {
   else await ctx?.db.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
+
+/** `terminus-client serve` processes of the tests, killed in afterAll should a test fail before its own stop. */
+const serving = new Set<ChildProcessWithoutNullStreams>();
+
+/**
+ * `terminus-client serve ARGS` as its own process (logged in with the brainpool development card),
+ * once it has printed where it listens; `stop` sends SIGTERM and returns the exit code.
+ */
+async function startServe(args: string[], env: Record<string, string>): Promise<{ listening: Record<string, string>; stop(): Promise<number | null> }> {
+  const child = spawn(process.execPath, [...entryArgs('src/client/cli.ts'), 'serve', '--server', origin, '--card', path.join(dir, 'pki', 'card-brainpool.pem'), '--key', path.join(dir, 'pki', 'card-brainpool.key.pem'), ...args], {
+    cwd: projectPath(),
+    // Named, not copied: the CLI needs no store variable (and this file reads none, test/store-env.js).
+    env: { PATH: process.env.PATH ?? '', HOME: os.homedir(), TERMINUS_CLIENT_PASSWORD: 'serve test passphrase', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  }) as unknown as ChildProcessWithoutNullStreams;
+  serving.add(child);
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  void exited.then(() => serving.delete(child));
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  try {
+    const listening = await new Promise<Record<string, string>>((resolve, reject) => {
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        try {
+          resolve(JSON.parse(out));
+        } catch {
+          // not all of it yet
+        }
+      });
+      void exited.then((code) => reject(new Error(`serve exited ${code}: ${err}`)));
+    });
+    return {
+      listening,
+      stop: async () => {
+        child.kill('SIGTERM');
+        return exited;
+      },
+    };
+  } catch (e) {
+    child.kill('SIGKILL');
+    throw e;
+  }
+}
 
 const slot = (n: number) => ({ id: `Proxy-Slot-${n}`, start: `2027-02-0${n}T09:00:00Z`, end: `2027-02-0${n}T09:30:00Z`, serviceType: [{ coding: [{ system: 'http://terminology.hl7.org/CodeSystem/service-type', code: '177' }] }] });
 
@@ -162,40 +208,53 @@ test('after a logout the proxy answers its own 401 logged_out; health says not l
 });
 
 test('terminus-client serve: logs in, listens on its socket (mode 600) until SIGTERM, then removes it', async () => {
-  const home = path.join(dir, 'serve-home');
   const sock = path.join(dir, 'serve-run', 'proxy.sock');
-  const child = spawn(process.execPath, [...entryArgs('src/client/cli.ts'), 'serve', '--server', origin, '--card', path.join(dir, 'pki', 'card-brainpool.pem'), '--key', path.join(dir, 'pki', 'card-brainpool.key.pem'), '--socket', sock], {
-    cwd: projectPath(),
-    // Named, not copied: the CLI needs no store variable (and this file reads none, test/store-env.js).
-    env: { PATH: process.env.PATH ?? '', HOME: os.homedir(), TERMINUS_CLIENT_HOME: home, TERMINUS_CLIENT_PASSWORD: 'serve test passphrase' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const serve = await startServe(['--socket', sock], { TERMINUS_CLIENT_HOME: path.join(dir, 'serve-home') });
   try {
-    let out = '';
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    let err = '';
-    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    const listening = await new Promise<{ listening: string }>((resolve, reject) => {
-      child.stdout.on('data', () => {
-        try {
-          resolve(JSON.parse(out));
-        } catch {
-          // not all of it yet
-        }
-      });
-      child.once('exit', (code) => reject(new Error(`serve exited ${code}: ${err}`)));
-    });
-    expect(listening).toEqual({ listening: `unix:${sock}`, server: origin });
+    expect(serve.listening).toEqual({ listening: `unix:${sock}`, server: origin });
     expect(fs.statSync(sock).mode & 0o777).toBe(0o600);
     const { stdout } = await run('curl', ['-sS', '--unix-socket', sock, 'http://localhost/api/health']);
     expect(JSON.parse(stdout)).toMatchObject({ status: 'ok', logged_in: true });
-    const exited = new Promise<number | null>((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    expect(await exited).toBe(0);
-    expect(fs.existsSync(sock)).toBe(false);
   } finally {
-    child.kill('SIGKILL');
+    expect(await serve.stop()).toBe(0);
   }
+  expect(fs.existsSync(sock)).toBe(false);
+});
+
+test('terminus-client serve --port N: 127.0.0.1:N searches and books ($book) until SIGTERM', async () => {
+  const port = await freePort();
+  const serve = await startServe(['--port', String(port)], { TERMINUS_CLIENT_HOME: path.join(dir, 'serve-port-home') });
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    expect(serve.listening).toEqual({ listening: base, server: origin });
+    const bundle = (await (await fetch(`${base}/fhir/Slot?schedule=Schedule/Schedule-Read-Example&status=free&_id=Proxy-Slot-5`, { headers: { accept: 'application/fhir+json' } })).json()) as { entry: { resource: { id: string } }[] };
+    expect(bundle.entry.map((e) => e.resource.id)).toEqual(['Proxy-Slot-5']);
+    const booked = await fetch(`${base}/fhir/Appointment/$book`, { method: 'POST', headers: { 'content-type': 'application/fhir+json' }, body: JSON.stringify(bookParameters(slot(5), PATIENT)) });
+    expect([booked.ok, booked.headers.get(PROXY_ERROR_HEADER)]).toEqual([true, null]);
+    expect(await booked.json()).toMatchObject({ resourceType: 'Appointment', slot: [{ reference: 'Slot/Proxy-Slot-5' }] });
+  } finally {
+    expect(await serve.stop()).toBe(0);
+  }
+  // Stopped means stopped: nothing listens on the port any more.
+  await expect(fetch(`${base}/api/health`)).rejects.toThrow();
+});
+
+test('terminus-client serve without --socket or --port: the socket ~/.terminus-client/serve.sock (mode 600), which curl books through', async () => {
+  // HOME of its own and no TERMINUS_CLIENT_HOME: the documented default, under the home directory.
+  const home = path.join(dir, 'serve-default-user');
+  fs.mkdirSync(home);
+  const sock = path.join(home, '.terminus-client', 'serve.sock');
+  const serve = await startServe([], { HOME: home });
+  try {
+    expect(serve.listening).toEqual({ listening: `unix:${sock}`, server: origin });
+    expect(fs.statSync(sock).mode & 0o777).toBe(0o600);
+    const curl = async (...args: string[]) => (await run('curl', ['-sS', '--unix-socket', sock, ...args])).stdout;
+    const booked = JSON.parse(await curl('-X', 'POST', '-H', 'content-type: application/fhir+json', '--data', JSON.stringify(bookParameters(slot(6), PATIENT)), 'http://localhost/fhir/Appointment/$book'));
+    expect(booked).toMatchObject({ resourceType: 'Appointment', slot: [{ reference: 'Slot/Proxy-Slot-6' }] });
+  } finally {
+    expect(await serve.stop()).toBe(0);
+  }
+  expect(fs.existsSync(sock)).toBe(false);
 });
 
 test('a server that does not answer: the proxy answers its own 502 server_unreachable', async () => {
