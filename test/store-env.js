@@ -49,7 +49,6 @@ const STORE_FREE = [
   'test/subscriptions/rest-hook.test.ts',
   'test/tls/server-tls.test.ts',
   'test/tls/ocsp-stapler.test.ts',
-  'test/store/read-replicas.test.ts',
 ];
 
 /** Read DATABASE_URL, never REDIS_URL: `postgres-no-redis` would run them exactly as `postgres` does. */
@@ -108,6 +107,7 @@ const WITH_REDIS = [
   'test/ops-faults.test.ts',
   'test/ops-redis.test.ts',
   'test/ops-tracing.test.ts',
+  'test/store/read-replicas.test.ts',
 ];
 
 module.exports = { STORE_FREE, REDIS_FREE, WITH_REDIS };

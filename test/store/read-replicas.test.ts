@@ -1,7 +1,8 @@
 import type { Patient } from '@medplum/fhirtypes';
 import { ConfigError, loadConfig } from '../../src/config';
 import { parseSearch } from '../../src/fhir/search-request';
-import { openStore } from '../../src/server';
+import type { AppContext } from '../../src/context';
+import { createContext, openStore } from '../../src/server';
 import { dbReads } from '../../src/server-lib/metrics';
 import { Repository, type Db } from '../../src/store';
 import { postgresBin, startReplicatedCluster, type ReplicatedCluster } from '../helpers/pg-replica';
@@ -100,6 +101,47 @@ describeReplica('reads on a streaming replica', () => {
       cluster.startReplica();
     }
     await until('the replica serves again', async () => (await whereRuns(() => repo.read('Patient', 'nope', owner))).on === 'replica');
+  });
+});
+
+// Two replicas of the application share one Redis: a write through one is read through the other
+// from the primary until the database replica has it.
+const describeShared = (postgresBin() || process.env.CI) && process.env.REDIS_URL ? describe : describe.skip;
+describeShared('read-your-writes across replicas of the application (Redis)', () => {
+  let cluster: ReplicatedCluster;
+  const contexts: AppContext[] = [];
+  beforeAll(async () => {
+    cluster = await startReplicatedCluster();
+    for (let i = 0; i < 2; i++) {
+      contexts.push(await createContext(loadConfig({ DATABASE_URL: cluster.primaryUrl, DATABASE_READ_URL: cluster.replicaUrl, DATABASE_READ_MAX_LAG: '30s', REDIS_URL: process.env.REDIS_URL!, PUBLIC_URL: 'http://localhost:8080', LOG_LEVEL: 'silent' })));
+    }
+  }, 180_000);
+  afterAll(async () => {
+    for (const ctx of contexts) {
+      ctx.redis?.disconnect();
+      await ctx.db.close();
+    }
+    cluster?.stop();
+  });
+
+  test('written through one, read through the other: the primary answers while the database replica lags', async () => {
+    const [one, two] = contexts.map((ctx) => new Repository(ctx.db, 'http://localhost:8080/fhir'));
+    const practice = { institution: `1-SHARED-${Date.now()}`, isOwner: false };
+    await cluster.caughtUp();
+    await cluster.pauseReplay();
+    try {
+      const written = await one.actingAs('rest', practice).create<Patient>({ resourceType: 'Patient', name: [{ family: 'Geteilt' }] });
+      // The mark goes to Redis after the commit, without holding the write: wait until it is there.
+      const redis = contexts[0].redis!;
+      for (let i = 0; (await redis.get(`terminus:last-write:${practice.institution}`)) === null; i++) {
+        if (i > 100) throw new Error('no write mark in Redis');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const read = await two.read<Patient>('Patient', written.id!, practice);
+      expect(read.name?.[0]?.family).toBe('Geteilt');
+    } finally {
+      await cluster.resumeReplay();
+    }
   });
 });
 
