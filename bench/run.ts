@@ -15,6 +15,7 @@ import { benchTls } from './tls';
 import { benchKonnektor } from './konnektor';
 import { benchVolume } from './volume';
 import { benchAudit } from './audit';
+import { benchReplicas } from './replicas';
 import { serverNode } from './lib/server';
 
 /**
@@ -34,6 +35,7 @@ const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
   tls: { title: 'TLS 1.3 against plain HTTP: per request on a kept-alive connection and on a new one', run: benchTls },
   konnektor: { title: 'The TI client paths: a login signed by the SMC-B behind a Konnektor, and the local signing proxy', run: benchKonnektor },
   audit: { title: 'Audit trail: the guarded slot search and $book with AUDIT_MODE=off and sync, bytes per audited request', run: benchAudit },
+  replicas: { title: 'Read replicas: the guarded slot search with its reads on a streaming replica against the primary alone', run: benchReplicas },
   volume: { title: 'Volume: realistic calendars loaded at growing sizes, bytes per stored slot, retiring past slots', run: benchVolume },
   compare: { title: 'This tree against a baseline revision: enforcement point and search (same run)', run: benchCompare },
 };
