@@ -58,7 +58,7 @@ function openPfx(der: Buffer, password: string, source: string, option: string):
     p12 = forge.pkcs12.pkcs12FromAsn1(asn1, true, password);
   } catch (err) {
     const message = (err as Error).message;
-    if (/MAC could not be verified|Invalid password|wrong password/i.test(message)) throw new ClientInputError(option === 'p12' ? 'p12Password' : option, `${source}: wrong password${option === 'p12' ? ' (TERMINUS_CLIENT_P12_PASSWORD)' : ''}`);
+    if (/MAC could not be verified|Invalid password|wrong password/i.test(message)) throw new ClientInputError(option === 'p12' ? 'p12Password' : option, `${source}: wrong password${option === 'p12' ? ' (TERMINUS_CLIENT_P12_PASSWORD)' : option === 'konnektor' ? ' (credentials.password)' : ''}`);
     throw new ClientInputError(option, `${source} is not a readable PKCS#12 file (${message})`);
   }
   const { pkcs8ShroudedKeyBag, keyBag, certBag } = forge.pki.oids;
