@@ -27,27 +27,16 @@ export async function benchTls(): Promise<string> {
   const ca = fs.readFileSync(pki.caPem);
   const plain = await start(dir, 'plain', {});
   const tls = await start(dir, 'tls', { TLS_CERT_FILE: leaf.cert, TLS_KEY_FILE: leaf.key });
+  const floor = await startFloor(leaf);
   const rows: string[] = [];
+  const measure = (name: string, urls: { plain: string; tls: string }, reuse: boolean) => alternating(urls, reuse, ca).then((m) => rows.push(`| ${name}, ${reuse ? 'connection kept alive' : 'a new connection per request'} | ${m}`));
   try {
     for (const [name, p] of [['`GET /healthz`', '/healthz'], ['`GET /fhir/metadata` (the CapabilityStatement)', '/fhir/metadata']] as const) {
-      for (const reuse of [true, false]) {
-        const ratios: number[] = [];
-        const p50s = { plain: [] as number[], tls: [] as number[] };
-        for (let round = 0; round < ROUNDS; round++) {
-          const order = round % 2 === 0 ? (['plain', 'tls'] as const) : (['tls', 'plain'] as const);
-          const got: Record<string, number> = {};
-          for (const which of order) {
-            const url = which === 'plain' ? plain.url : tls.url;
-            got[which] = median(await timed(url + p, reuse ? PER_ROUND : NEW_CONNECTIONS, reuse, ca));
-            p50s[which].push(got[which]);
-          }
-          ratios.push(got.tls / got.plain);
-        }
-        rows.push(`| ${name}, ${reuse ? 'connection kept alive' : 'a new connection per request'} | ${median(p50s.plain).toFixed(2)} | ${median(p50s.tls).toFixed(2)} | ${median(ratios).toFixed(2)} | ${ratios.map((r) => r.toFixed(2)).join(', ')} |`);
-      }
+      for (const reuse of [true, false]) await measure(name, { plain: plain.url + p, tls: tls.url + p }, reuse);
     }
+    await measure('floor: a bare `node:http` and `node:https` server answering the `/healthz` bytes', floor.urls, true);
   } finally {
-    await Promise.all([plain.stop(), tls.stop()]);
+    await Promise.all([plain.stop(), tls.stop(), floor.stop()]);
     fs.rmSync(dir, { recursive: true, force: true });
   }
   return [
@@ -57,8 +46,42 @@ export async function benchTls(): Promise<string> {
     '|---|---|---|---|---|',
     ...rows,
     '',
-    'Aim: at most 1.20 with the connection kept alive (a client keeps its connection; the handshake is paid once per connection, the last rows show what it costs).',
+    'Aim: at most 1.20 with the connection kept alive (a client keeps its connection; the handshake is paid once per connection, the rows with a new connection show what it costs). The floor row is what TLS 1.3 costs Node itself per request on this machine with a response that small: the encryption of each record and the TLS socket layer, with nothing of Terminus in it.',
   ].join('\n');
+}
+
+/** `ROUNDS` alternating rounds of plain and TLS requests: the table row's cells after the name. */
+async function alternating(urls: { plain: string; tls: string }, reuse: boolean, ca: Buffer): Promise<string> {
+  const ratios: number[] = [];
+  const p50s = { plain: [] as number[], tls: [] as number[] };
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 === 0 ? (['plain', 'tls'] as const) : (['tls', 'plain'] as const);
+    const got: Record<string, number> = {};
+    for (const which of order) {
+      got[which] = median(await timed(urls[which], reuse ? PER_ROUND : NEW_CONNECTIONS, reuse, ca));
+      p50s[which].push(got[which]);
+    }
+    ratios.push(got.tls / got.plain);
+  }
+  return `${median(p50s.plain).toFixed(2)} | ${median(p50s.tls).toFixed(2)} | ${median(ratios).toFixed(2)} | ${ratios.map((r) => r.toFixed(2)).join(', ')} |`;
+}
+
+/** The floor servers (bench/lib/tls-floor.ts) on the servers' Node. */
+async function startFloor(leaf: { cert: string; key: string }): Promise<{ urls: { plain: string; tls: string }; stop(): Promise<void> }> {
+  const [port, tlsPort] = [await freePort(), await freePort()];
+  const child: ChildProcess = spawn(serverNode(), ['--import', 'tsx', path.join(__dirname, 'lib', 'tls-floor.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: String(port), TLS_PORT: String(tlsPort), TLS_CERT_FILE: leaf.cert, TLS_KEY_FILE: leaf.key },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', (code) => reject(new Error(`TLS floor server exited with ${code}`)));
+  });
+  return {
+    urls: { plain: `http://127.0.0.1:${port}/`, tls: `https://127.0.0.1:${tlsPort}/` },
+    stop: () => new Promise((resolve) => { child.once('exit', () => resolve()); child.kill('SIGTERM'); }),
+  };
 }
 
 async function start(dir: string, name: string, env: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }> {
