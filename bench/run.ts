@@ -16,6 +16,7 @@ import { benchKonnektor } from './konnektor';
 import { benchVolume } from './volume';
 import { benchAudit } from './audit';
 import { benchReplicas } from './replicas';
+import { benchCurve } from './curve';
 import { serverNode } from './lib/server';
 
 /**
@@ -37,6 +38,7 @@ const BENCHES: Record<string, { title: string; run: () => Promise<string> }> = {
   audit: { title: 'Audit trail: the guarded slot search and $book with AUDIT_MODE=off and sync, bytes per audited request', run: benchAudit },
   replicas: { title: 'Read replicas: the guarded slot search with its reads on a streaming replica against the primary alone', run: benchReplicas },
   volume: { title: 'Volume: realistic calendars loaded at growing sizes, bytes per stored slot, retiring past slots', run: benchVolume },
+  curve: { title: 'Volume curve: search, $book, cancel, fan-out and a cache-cold search as the store grows', run: benchCurve },
   compare: { title: 'This tree against a baseline revision: enforcement point and search (same run)', run: benchCompare },
 };
 
