@@ -56,6 +56,7 @@ const REDIS_FREE = [
   'test/audit/access.test.ts',
   'test/audit/recording.test.ts',
   'test/audit/tamper.test.ts',
+  'test/bench/curve.test.ts',
   'test/bench/volume-generate.test.ts',
   'test/booking/slot-retention.test.ts',
   'test/client/konnektor.test.ts',
