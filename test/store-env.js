@@ -12,6 +12,7 @@
  */
 const STORE_FREE = [
   'test/audit/cli.test.ts',
+  'test/audit/serialisation.test.ts',
   'test/client/kon-file.test.ts',
   'test/client/p12-card.test.ts',
   'test/guard/anchor-source.test.ts',

@@ -1,5 +1,6 @@
 import type { Db } from '../store';
 import { auditColumns, linkHash, type AuditColumns } from './chain';
+import { auditEventJson, recordColumns, type AuditRecord } from './balp';
 import type { AuditEvent } from '@medplum/fhirtypes';
 
 /** A bytea column as a Buffer (pg gives a Buffer, PGlite a Uint8Array). */
@@ -15,8 +16,12 @@ export interface StoredAudit {
   columns?: AuditColumns;
 }
 
-export function storedAudit(event: AuditEvent): StoredAudit {
-  return { id: event.id!, recorded: new Date(event.recorded), content: JSON.stringify(event), columns: auditColumns(event) };
+/**
+ * A record as stored: the JSON of its AuditEvent (`JSON.stringify(auditEvent(r))`) and the columns
+ * `auditColumns` derives from it, both written without the AuditEvent object in between.
+ */
+export function storedRecord(r: AuditRecord): StoredAudit {
+  return { id: r.id, recorded: r.recorded, content: auditEventJson(r), columns: recordColumns(r) };
 }
 
 const COLUMNS = 'id, recorded, content, type, subtypes, action, outcome, agents, entities, patients';
@@ -26,8 +31,6 @@ function columnsOf(row: StoredAudit): unknown[] {
   return [row.id, row.recorded, row.content, c.type, c.subtypes, c.action, c.outcome, c.agents, c.entities, c.patients];
 }
 
-/** The casts of COLUMNS and the link columns, for a VALUES list whose types nothing else gives. */
-const CASTS = ['uuid', 'timestamptz', 'text', 'text', 'text[]', 'text', 'text', 'text[]', 'text[]', 'text[]', 'integer', 'bigint', 'bytea', 'bytea'];
 
 /** The monthly partition a time falls in (UTC). */
 export function monthOf(t: Date): { name: string; from: string; to: string } {
@@ -133,19 +136,66 @@ export interface KnownHead {
  */
 export async function appendAfter(db: Db, chain: number, head: KnownHead, rows: StoredAudit[]): Promise<KnownHead | undefined> {
   const { links, seq, hash } = linkAfter({ chain, head_seq: head.seq.toString(), head_hash: head.hash }, rows);
-  const params: unknown[] = [seq.toString(), hash, chain, head.seq.toString(), head.hash];
-  const tuples = rows.map((row, i) => {
-    const cols = [...columnsOf(row), chain, links[i].seq.toString(), links[i].prev, links[i].hash];
-    const base = params.length;
-    params.push(...cols);
-    return `(${cols.map((_, j) => `$${base + j + 1}::${CASTS[j]}`).join(', ')})`;
-  });
+  // Each column of the rows as one array literal, written here (pg's writing of arrays escapes
+  // every element; these are mostly codes and identifiers that need none).
+  let ids = '';
+  let recorded = '';
+  let contents = '';
+  let types = '';
+  let subtypes = '';
+  let actions = '';
+  let outcomes = '';
+  let agents = '';
+  let entities = '';
+  let patients = '';
+  let hashes = '';
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i];
+    const c = row.columns ?? auditColumns(JSON.parse(row.content) as AuditEvent);
+    const sep = i === 0 ? '' : ',';
+    ids += sep + element(row.id);
+    recorded += sep + row.recorded.toISOString();
+    contents += (i === 0 ? '' : '\x1e') + row.content;
+    types += sep + element(c.type);
+    subtypes += sep + element(arrayLiteral(c.subtypes));
+    actions += sep + (c.action === null ? 'NULL' : element(c.action));
+    outcomes += sep + element(c.outcome);
+    agents += sep + element(arrayLiteral(c.agents));
+    entities += sep + element(arrayLiteral(c.entities));
+    patients += sep + element(arrayLiteral(c.patients));
+    hashes += links[i].hash.toString('hex');
+  }
+  // One statement text whatever the batch (prepared once per connection): the rows as arrays, the
+  // contents as one text cut at a separator JSON never holds raw (RS, U+001E), the links as one
+  // hex text (each row's previous link is the one before it, the first's the head).
   const { rowCount } = await db.query(
     `WITH moved AS (UPDATE audit_chain SET head_seq = $1, head_hash = $2 WHERE chain = $3 AND head_seq = $4 AND head_hash = $5 RETURNING chain)
-     INSERT INTO audit_event (${COLUMNS}, chain, seq, prev_hash, hash) SELECT v.* FROM (VALUES ${tuples.join(', ')}) AS v WHERE EXISTS (SELECT 1 FROM moved)`,
-    params,
+     INSERT INTO audit_event (${COLUMNS}, chain, seq, prev_hash, hash)
+     SELECT v.id, v.recorded, v.content, v.type, v.subtypes::text[], v.action, v.outcome, v.agents::text[], v.entities::text[], v.patients::text[],
+            $3, $4 + v.n, CASE WHEN v.n = 1 THEN $5 ELSE decode(substr($16, 64 * v.n::int - 127, 64), 'hex') END, decode(substr($16, 64 * v.n::int - 63, 64), 'hex')
+       FROM unnest($6::uuid[], $7::timestamptz[], string_to_array($8, chr(30)), $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[])
+            WITH ORDINALITY AS v(id, recorded, content, type, subtypes, action, outcome, agents, entities, patients, n)
+      WHERE EXISTS (SELECT 1 FROM moved)`,
+    [seq.toString(), hash, chain, head.seq.toString(), head.hash, `{${ids}}`, `{${recorded}}`, contents, `{${types}}`, `{${subtypes}}`, `{${actions}}`, `{${outcomes}}`, `{${agents}}`, `{${entities}}`, `{${patients}}`, hashes],
+    { prepare: true },
   );
   return rowCount === rows.length ? { seq, hash } : undefined;
+}
+
+/** Characters that make an array element need quotes (or are escaped inside them). */
+const NEEDS_QUOTES = /[\s",{}\\]|^$|^null$/i;
+
+/** One element of an array literal: as it is when it can be, else quoted with `"` and `\` escaped. */
+function element(value: string): string {
+  return NEEDS_QUOTES.test(value) ? `"${value.replace(/[\\"]/g, '\\$&')}"` : value;
+}
+
+/** A text[] literal (`{a,"b c"}`), for a column of arrays passed as one array of literals. */
+function arrayLiteral(values: string[]): string {
+  if (values.length === 0) return '{}';
+  let out = '{';
+  for (let i = 0; i < values.length; i++) out += (i === 0 ? '' : ',') + element(values[i]);
+  return `${out}}`;
 }
 
 /** A chain's head as the store holds it now. */

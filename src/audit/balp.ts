@@ -1,5 +1,6 @@
 import type { AuditEvent, AuditEventAgent, AuditEventEntity, Coding } from '@medplum/fhirtypes';
 import type { AuditParties, SecurityEventCode } from '../server-lib/audit-port';
+import type { AuditColumns } from './chain';
 
 export type { AuditParties, SecurityEventCode } from '../server-lib/audit-port';
 
@@ -153,10 +154,15 @@ function entities(r: AuditRecord): AuditEventEntity[] {
 /** Query parameters that may carry a credential (RFC 6750 §2.3 `access_token`, and the like): their values never reach the trail. */
 const SECRET_PARAMS = /^(access_token|refresh_token|id_token|code|code_verifier|client_assertion|subject_token|actor_token|dpop)$/i;
 
+/** A part of every name of SECRET_PARAMS, or an escape that could spell one. */
+const MAYBE_SECRET = /token|code|assertion|dpop|%/i;
+
 /** A request line with the values of credential parameters replaced by `[redacted]`. */
 export function redacted(requestLine: string): string {
   const q = requestLine.indexOf('?');
   if (q < 0) return requestLine;
+  // No name of SECRET_PARAMS in it, not even %-encoded: nothing to parse.
+  if (!MAYBE_SECRET.test(requestLine.slice(q + 1))) return requestLine;
   const params = new URLSearchParams(requestLine.slice(q + 1));
   let changed = false;
   for (const name of new Set(params.keys())) {
@@ -171,4 +177,125 @@ export function redacted(requestLine: string): string {
 /** A DICOM code (AuditEvents carry codes without display texts, to stay small). */
 function dcm(code: string): Coding {
   return { system: BALP.dcm, code };
+}
+
+const q = JSON.stringify;
+/** A Coding as JSON.stringify writes it; the constant ones below serialised once. */
+const coding = (system: string, code: string) => `{"system":${q(system)},"code":${q(code)}}`;
+const REST_TYPE = coding(BALP.auditEventType, 'rest');
+const SOURCE_TYPE = `"type":[${coding(BALP.sourceType, '4')}]`;
+const ENTITY_TYPE_2 = `"type":${coding(BALP.entityType, '2')}`;
+const REQUEST_ID_TYPE = `"type":${coding(BALP.basicAuditEntityType, 'XrequestId')}`;
+const ROLE_4 = `"role":${coding(BALP.objectRole, '4')}`;
+const PATIENT_TYPE_ROLE = `"type":${coding(BALP.entityType, '1')},"role":${coding(BALP.objectRole, '1')}`;
+const QUERY_TYPE_ROLE = `${ENTITY_TYPE_2},"role":${coding(BALP.objectRole, '24')}`;
+const CLIENT_AGENT = (code: string) => `{"type":{"coding":[${coding(BALP.dcm, code)}]},`;
+const AGENT_SOURCE_ROLE = CLIENT_AGENT('110153');
+const AGENT_DESTINATION_ROLE = CLIENT_AGENT('110152');
+const USER_AGENT = `,{"type":{"coding":[${coding(BALP.participationType, 'IRCP')}]},"who":{`;
+const CLIENT_ID = `"who":{"identifier":{"system":${q(CLIENT_ID_SYSTEM)}`;
+const REST_SUBTYPE = `"subtype":[{"system":${q(BALP.restfulInteraction)}`;
+const SECURITY_SUBTYPE = `"subtype":[{"system":${q(SECURITY_EVENT_SYSTEM)}`;
+const OPERATION_SUBTYPE = `,{"system":${q(BALP.restfulInteraction)},"code":"operation","display":`;
+const TRACE_ID = `{"what":{"identifier":{"system":${q(TRACE_ID_SYSTEM)},"value":`;
+const PROFILE_META = new Map(
+  (['', 'Patient'] as const).flatMap((variant) => Object.entries(REST_PROFILE).map(([action, name]) => [`${variant}${action}`, `"meta":{"profile":[${q(BALP.profile(`IHE.BasicAudit.${variant}${name}`))}]},`] as const)),
+);
+
+/**
+ * `JSON.stringify(auditEvent(r))`, the same text built without the object in between: an
+ * AuditEvent is stored for every access, so its constant parts are serialised once. test/audit
+ * holds the two to the same text.
+ */
+export function auditEventJson(r: AuditRecord): string {
+  const security = r.kind === 'security' ? SECURITY_TYPES[r.subtype as SecurityEventCode] : undefined;
+  let s = `{"resourceType":"AuditEvent"${field('id', r.id)},`;
+  if (!security) {
+    const variant = `${r.patient ? 'Patient' : ''}${r.action}`;
+    s += PROFILE_META.get(variant) ?? `"meta":{"profile":[${q(BALP.profile(`IHE.BasicAudit.${r.patient ? 'Patient' : ''}${REST_PROFILE[r.action]}`))}]},`;
+  }
+  s += `"type":${security ? q(security.type) : REST_TYPE},${security ? SECURITY_SUBTYPE : REST_SUBTYPE}${field('code', r.subtype)}}`;
+  if (security?.dcmSubtype) s += `,${q(security.dcmSubtype)}`;
+  if (r.operation) s += `${OPERATION_SUBTYPE}${q(`$${r.operation}`)}}`;
+  s += `]${field('action', r.action)},"recorded":"${r.recorded.toISOString()}"${field('outcome', r.outcome)}`;
+  if (r.outcomeDesc) s += `,"outcomeDesc":${q(r.outcomeDesc)}`;
+  const source = r.source === undefined ? '' : `"display":${q(r.source)}`;
+  s += `,"agent":[${agentsJson(r, source)}],"source":{"observer":{${source}},${SOURCE_TYPE}},"entity":[${entitiesJson(r)}]}`;
+  return s;
+}
+
+/** `,"key":value`, nothing for undefined (JSON.stringify leaves such a key out). */
+function field(key: string, value: unknown): string {
+  return value === undefined ? '' : `,"${key}":${q(value)}`;
+}
+
+function agentsJson(r: AuditRecord, source: string): string {
+  const reading = r.action === 'R';
+  const { client, user, address } = r.parties;
+  let s = reading ? AGENT_DESTINATION_ROLE : AGENT_SOURCE_ROLE;
+  if (client) {
+    s += `${CLIENT_ID}${field('value', client.clientId)}}`;
+    if (client.product) s += `,"display":${q(client.version ? `${client.product} ${client.version}` : client.product)}`;
+    s += '},';
+  }
+  s += '"requestor":false';
+  if (address) s += `,"network":{"address":${q(address)},"type":"2"}`;
+  if (client?.attestation) s += `,"policy":[${q(`attestation:${client.attestation}`)}]`;
+  s += `},${reading ? AGENT_SOURCE_ROLE : AGENT_DESTINATION_ROLE}"who":{${source}},"requestor":false}`;
+  if (user) {
+    s += `${USER_AGENT}${field('identifier', user.identifier).slice(1)}}`;
+    if (user.name) s += `,"name":${q(user.name)}`;
+    if (user.professionOid) s += `,"role":[{"coding":[${coding(PROFESSION_OID_SYSTEM, user.professionOid)}]}]`;
+    s += ',"requestor":true}';
+  }
+  return s;
+}
+
+function entitiesJson(r: AuditRecord): string {
+  let s = '';
+  for (const reference of r.entities) s += `,{"what":{${field('reference', reference).slice(1)}},${ENTITY_TYPE_2},${ROLE_4}}`;
+  if (r.patient) s += `,{"what":{"reference":${q(r.patient)}},${PATIENT_TYPE_ROLE}}`;
+  if (r.query !== undefined) s += `,{${QUERY_TYPE_ROLE},"query":"${Buffer.from(redacted(r.query), 'utf8').toString('base64')}"}`;
+  if (r.requestId) s += `,{"what":{"identifier":{"value":${q(r.requestId)}}},${REQUEST_ID_TYPE}}`;
+  if (r.traceId) s += `,${TRACE_ID}${q(r.traceId)}}},${REQUEST_ID_TYPE}}`;
+  return s.slice(1);
+}
+
+/**
+ * `auditColumns(auditEvent(r))`, read off the record (an event's search columns are derived
+ * from its JSON; verify derives them again from the stored text). test/audit holds the two equal.
+ */
+export function recordColumns(r: AuditRecord): AuditColumns {
+  const security = r.kind === 'security' ? SECURITY_TYPES[r.subtype as SecurityEventCode] : undefined;
+  const agents = new Set<string>();
+  if (r.parties.client) addIdentifier(agents, CLIENT_ID_SYSTEM, r.parties.client.clientId);
+  if (r.parties.user) addIdentifier(agents, r.parties.user.identifier?.system, r.parties.user.identifier?.value);
+  const entities = new Set<string>();
+  const patients = new Set<string>();
+  for (const reference of r.entities) {
+    const ref = reference.replace(/\/_history\/[^/]+$/, '');
+    if (ref) entities.add(ref);
+  }
+  if (r.patient) {
+    const ref = r.patient.replace(/\/_history\/[^/]+$/, '');
+    if (ref.startsWith('Patient/')) patients.add(ref);
+    else if (ref) entities.add(ref);
+  }
+  const subtypes = [r.subtype, security?.dcmSubtype?.code, r.operation ? 'operation' : undefined].filter((c): c is string => !!c);
+  return {
+    type: (security ? security.type.code : 'rest') ?? '',
+    subtypes,
+    action: r.action ?? null,
+    outcome: r.outcome ?? '0',
+    agents: agents.size > 1 ? [...agents].sort() : [...agents],
+    entities: entities.size > 1 ? [...entities].sort() : [...entities],
+    patients: patients.size > 1 ? [...patients].sort() : [...patients],
+  };
+}
+
+/** An agent's identifier as auditColumns reads it: `value` and `system|value`. */
+function addIdentifier(agents: Set<string>, system: string | undefined, value: string | undefined): void {
+  if (!value) return;
+  agents.add(value);
+  if (system) agents.add(`${system}|${value}`);
 }

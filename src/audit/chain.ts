@@ -10,11 +10,13 @@ export const GENESIS = Buffer.alloc(32);
  * inserting a row breaks the link of the row itself or of the one after it.
  */
 export function linkHash(chain: number, seq: bigint, prev: Buffer, content: string): Buffer {
-  const position = Buffer.alloc(12);
-  position.writeInt32BE(chain, 0);
-  position.writeBigInt64BE(seq, 4);
-  const contentHash = crypto.createHash('sha256').update(content, 'utf8').digest();
-  return crypto.createHash('sha256').update(position).update(prev).update(contentHash).digest();
+  // One buffer, two one-shot digests (no Hash objects): it runs for every AuditEvent stored.
+  const input = Buffer.allocUnsafe(12 + prev.length + 32);
+  input.writeInt32BE(chain, 0);
+  input.writeBigInt64BE(seq, 4);
+  prev.copy(input, 12);
+  crypto.hash('sha256', content, 'buffer').copy(input, 12 + prev.length);
+  return crypto.hash('sha256', input, 'buffer');
 }
 
 /** The columns a stored AuditEvent is searched by, all derived from its JSON (verify derives them again). */

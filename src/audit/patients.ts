@@ -9,20 +9,55 @@ export function patientsOf(resource: Resource | undefined): string[] {
   if (!resource) return [];
   if (resource.resourceType === 'Patient') return resource.id ? [`Patient/${resource.id}`] : [];
   const found = new Set<string>();
-  const add = (reference: string | undefined) => {
-    const m = reference === undefined ? null : /(?:^|\/)(Patient\/[A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/.exec(reference);
-    if (m) found.add(m[1]);
-  };
-  if (resource.resourceType === 'Appointment') for (const p of resource.participant ?? []) add(p.actor?.reference);
-  const r = resource as { subject?: { reference?: string }; patient?: { reference?: string } };
-  add(r.subject?.reference);
-  add(r.patient?.reference);
+  addPatients(resource, found);
   return [...found];
 }
 
-/** The patients of every resource in a Bundle (a search's matches and includes, a history). */
+const PATIENT_REFERENCE = /(?:^|\/)(Patient\/[A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/;
+
+/** Adds the patients of a resource other than a Patient to `found` (no closure per call: it runs for every resource of every audited answer). */
+function addPatients(resource: Resource, found: Set<string>): void {
+  if (resource.resourceType === 'Appointment') for (const p of resource.participant ?? []) addPatient(p.actor?.reference, found);
+  const r = resource as { subject?: { reference?: string }; patient?: { reference?: string } };
+  addPatient(r.subject?.reference, found);
+  addPatient(r.patient?.reference, found);
+}
+
+function addPatient(reference: string | undefined, found: Set<string>): void {
+  if (reference === undefined) return;
+  const m = PATIENT_REFERENCE.exec(reference);
+  if (m) found.add(m[1]);
+}
+
+/**
+ * Types whose R4 definition has no `subject`, no `patient` and no participant (writes reject
+ * unknown elements): patientsOf finds no patient in them.
+ */
+const WITHOUT_PATIENTS = new Set(['CodeSystem', 'ValueSet', 'Schedule', 'Slot', 'HealthcareService', 'Practitioner', 'PractitionerRole', 'Location', 'Subscription', 'OperationOutcome']);
+
+/** `Slot` of `https://x/fhir/Slot/1`, undefined for a fullUrl of another form (`urn:uuid:`). */
+function typeInFullUrl(fullUrl: string | undefined): string | undefined {
+  if (!fullUrl) return undefined;
+  const end = fullUrl.lastIndexOf('/');
+  const start = end > 0 ? fullUrl.lastIndexOf('/', end - 1) : -1;
+  return start < 0 ? undefined : fullUrl.slice(start + 1, end);
+}
+
+/**
+ * The patients of every resource in a Bundle (a search's matches and includes, a history). An
+ * entry whose fullUrl names a type without patients is passed over unread: a search answer's
+ * matches are their stored JSON text, parsed only when asked for.
+ */
 export function patientsInBundle(bundle: Bundle): string[] {
   const found = new Set<string>();
-  for (const entry of bundle.entry ?? []) for (const p of patientsOf(entry.resource)) found.add(p);
+  for (const entry of bundle.entry ?? []) {
+    const type = typeInFullUrl(entry.fullUrl);
+    if (type !== undefined && WITHOUT_PATIENTS.has(type)) continue;
+    const resource = entry.resource;
+    if (!resource) continue;
+    if (resource.resourceType === 'Patient') {
+      if (resource.id) found.add(`Patient/${resource.id}`);
+    } else addPatients(resource, found);
+  }
   return [...found];
 }

@@ -14,6 +14,15 @@ const MAX_COUNT = 500;
 /** Search parameters of AuditEvent this server answers (FHIR R4 AuditEvent, BALP's Audit Consumer). */
 const TOKEN_COLUMNS: Record<string, string> = { type: 'type', subtype: 'subtypes', action: 'action', outcome: 'outcome' };
 
+/**
+ * Rows whose reference column (`patients`, `entities`, `agents`) holds one of `values`: the one GIN
+ * index over the three columns together (migrations/501_audit_lean.sql) finds the candidates, the
+ * column keeps those it names.
+ */
+function referenceCondition(column: 'patients' | 'entities' | 'agents', placeholder: string): string {
+  return `((patients || entities || agents) && ${placeholder}::text[] AND ${column} && ${placeholder}::text[])`;
+}
+
 export async function readAuditEvent(db: Db, id: string, visibility: AuditVisibility): Promise<AuditEvent> {
   if (!isUuid(id)) throw notFound('AuditEvent', id);
   const { rows } = await db.query<{ content: string; patients: string[] }>('SELECT content, patients FROM audit_event WHERE id = $1', [id]);
@@ -52,11 +61,11 @@ export async function searchAuditEvents(db: Db, query: [string, string][], visib
     } else if (name === 'agent') {
       const values = value.split(',').map((v) => (modifier === 'identifier' ? v.replace(/^\|/, '') : localReference(v, links.base)));
       if (modifier !== undefined && modifier !== 'identifier') throw badRequest(`agent supports the :identifier modifier only, got :${modifier}`, 'agent');
-      where.push(`agents && ${param(values)}::text[]`);
+      where.push(referenceCondition('agents', param(values)));
     } else if (name === 'entity') {
-      where.push(`entities && ${param(value.split(',').map((v) => localReference(v, links.base).replace(/\/_history\/[^/]+$/, '')))}::text[]`);
+      where.push(referenceCondition('entities', param(value.split(',').map((v) => localReference(v, links.base).replace(/\/_history\/[^/]+$/, '')))));
     } else if (name === 'patient') {
-      where.push(`patients && ${param(value.split(',').map((v) => patientReference(v, links.base)))}::text[]`);
+      where.push(referenceCondition('patients', param(value.split(',').map((v) => patientReference(v, links.base)))));
     } else if (TOKEN_COLUMNS[name] && modifier === undefined) {
       const codes = value.split(',').map((v) => v.slice(v.indexOf('|') + 1));
       const column = TOKEN_COLUMNS[name];
@@ -65,7 +74,7 @@ export async function searchAuditEvents(db: Db, query: [string, string][], visib
       throw badRequest(`AuditEvent has no search parameter "${rawName}" here (date, agent, agent:identifier, entity, patient, type, subtype, action, outcome, _count, _sort)`, rawName);
     }
   }
-  if ('patients' in visibility) where.push(`patients && ${param(visibility.patients)}::text[]`);
+  if ('patients' in visibility) where.push(referenceCondition('patients', param(visibility.patients)));
   if (cursor) where.push(`(recorded, id) ${ascending ? '>' : '<'} (${param(cursor.recorded)}::timestamptz, ${param(cursor.id)}::uuid)`);
   const order = ascending ? 'recorded ASC, id ASC' : 'recorded DESC, id DESC';
   const { rows } = await db.query<{ id: string; recorded: Date; content: string }>(

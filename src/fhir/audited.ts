@@ -25,6 +25,13 @@ const ACTIONS: Record<Route['interaction'], AuditAction> = {
 };
 
 /**
+ * Interactions that write nothing: no write of theirs needs the frame. Entering one (an
+ * AsyncLocalStorage) turns on Node's promise hooks for the whole process, a cost on every promise
+ * after it; a server that only answers reads never pays it.
+ */
+const READS_ONLY = new Set<Route['interaction']>(['read', 'vread', 'history-instance', 'search-type']);
+
+/**
  * Runs one interaction (a request, a Bundle entry, a job) and records it (docs/architecture.md,
  * Audit trail): its writes store their AuditEvents in their own transactions (the audit trail's
  * write observer); an interaction that wrote nothing (a read, a search, a refusal, a failure) is
@@ -39,7 +46,7 @@ export async function audited(req: FhirRequest, env: FhirEnv, r: Route, run: () 
   const frame: InteractionFrame = { request, operation: r.operation, writes: 0 };
   let response: FhirResponse;
   try {
-    response = await inFrame(frame, run);
+    response = await (READS_ONLY.has(r.interaction) ? run() : inFrame(frame, run));
   } catch (err) {
     // A failure returned no data: it is recorded without holding the answer (the store may be what
     // failed, and a 503 must come within its bound); inside a transaction the outer request records it.
