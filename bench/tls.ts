@@ -8,7 +8,7 @@ import { TlsPki } from '../test/helpers/tls-pki';
 import { loadAverage } from './lib/cpu';
 import { freePort, serverNode } from './lib/server';
 
-const ROUNDS = 6;
+const ROUNDS = 10;
 const PER_ROUND = 300;
 const NEW_CONNECTIONS = 100;
 const ROOT = path.join(__dirname, '..');
