@@ -187,6 +187,13 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
     ['Slot', 'schedule.actor=Practitioner/doc1', ['sl1', 'sl2']],
     ['Slot', `schedule.actor:HealthcareService.type=${ST}|177`, ['sl3', 'sl4']],
     ['Slot', '_has:Appointment:slot:status=booked', ['sl2']],
+    // a chain through the compound index's reference with a date: the chain's targets, then their compound rows
+    ['Slot', 'schedule.actor=Practitioner/doc1&status=free&start=ge2027-01-01&start=le2027-01-31', ['sl1']],
+    ['Slot', 'schedule.actor=Practitioner/doc1&start=ge2027-01-01', ['sl1', 'sl2']],
+    ['Slot', 'schedule.actor=Practitioner/doc1&status=busy&start=ge2027-01-01T13:00:00Z', ['sl2']],
+    ['Slot', `schedule.actor:HealthcareService.type=${ST}|177&start=2027-01-02`, ['sl3']],
+    ['Slot', 'schedule.actor=Practitioner/nobody&start=ge2027-01-01', []],
+    ['Slot', 'schedule.actor=Practitioner/doc1&start=ge2028-01-01', []],
     // composite
     ['CodeSystem', 'context-type-value=https://gematik.de/fhir/isik/CodeSystem/ContextType|ResourceUsage$http://hl7.org/fhir/resource-types|HealthcareService', ['cs1']],
     ['CodeSystem', 'context-type-value=ResourceUsage$Schedule', []],

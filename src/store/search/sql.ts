@@ -131,7 +131,7 @@ export async function executeSearch(db: Db, request: SearchRequest, opts: { scop
  */
 function compoundDriver(ctx: Ctx, request: SearchRequest, typeParam: string): { source: string; covered: Set<number> } | undefined {
   const found = compoundFilters(request, ctx.baseUrl);
-  if (!found) return undefined;
+  if (!found) return chainedCompoundDriver(ctx, request, typeParam);
   const { ref, refIndex, dateIndex, tokenIndex, window } = found;
   const c = alias(ctx, 'c');
   const dates = request.filters[dateIndex].values;
@@ -143,6 +143,39 @@ function compoundDriver(ctx: Ctx, request: SearchRequest, typeParam: string): { 
     ...dates.map((v) => dateCondition(ctx, `lower(${c}.during)`, `upper(${c}.during)`, v)),
   ];
   const covered = new Set([refIndex, dateIndex, ...(tokenIndex >= 0 ? [tokenIndex] : [])]);
+  return { source: `(SELECT DISTINCT ${c}.resource_type, ${c}.id FROM search_compound ${c} WHERE ${conditions.join(' AND ')}) r`, covered };
+}
+
+/**
+ * The compound index as driver for a chain through its reference and a date filter
+ * (`Slot?schedule.actor=Practitioner/X&status=free&start=ge..&start=le..`): the chain's targets
+ * (a practitioner's few Schedules) are found first, then their compound rows in the window, so the
+ * cost follows the calendars named, not the store. Otherwise the token (`status=free`, most slots)
+ * would drive, with a probe of the chain and the date per candidate.
+ */
+function chainedCompoundDriver(ctx: Ctx, request: SearchRequest, typeParam: string): { source: string; covered: Set<number> } | undefined {
+  const cfg = COMPOUND_INDEXES[request.resourceType];
+  if (!cfg) return undefined;
+  const plain = (f: Filter) => !f.chain.length && !f.has && !f.modifier;
+  const chainIndex = request.filters.findIndex((f) => !f.has && f.chain.length === 1 && f.chain[0].param === cfg.reference && f.chain[0].targetType !== undefined);
+  const dateIndex = request.filters.findIndex((f) => f.param === cfg.date && plain(f) && (f.allOf || f.values.length === 1));
+  if (chainIndex < 0 || dateIndex < 0) return undefined;
+  const tokenIndex = request.filters.findIndex((f) => f.param === cfg.token && plain(f) && f.values.length === 1 && !f.values[0].includes('|'));
+  const chained = request.filters[chainIndex];
+  const link = chained.chain[0];
+  const t = alias(ctx, 't');
+  const targetType = p(ctx, link.targetType);
+  const targets = `SELECT ${t}.resource_type || '/' || ${t}.id FROM resource ${t} WHERE ${t}.resource_type = ${targetType} AND NOT ${t}.deleted ${andIf(scopeSql(ctx, t))} AND ${filterSql(ctx, link.targetType!, t, { ...chained, chain: [] })}`;
+  const window = boundingWindow(request.filters[dateIndex].values);
+  const c = alias(ctx, 'c');
+  const conditions = [
+    `${c}.resource_type = ${typeParam}`,
+    `${c}.ref IN (${targets})`,
+    ...(tokenIndex >= 0 ? [`${c}.code = ${p(ctx, indexKey(request.filters[tokenIndex].values[0]))}`] : []),
+    `${c}.during && tstzrange(${p(ctx, toTimestamp(window.low))}::timestamptz, ${p(ctx, toTimestamp(window.high))}::timestamptz, '[]')`,
+    ...request.filters[dateIndex].values.map((v) => dateCondition(ctx, `lower(${c}.during)`, `upper(${c}.during)`, v)),
+  ];
+  const covered = new Set([chainIndex, dateIndex, ...(tokenIndex >= 0 ? [tokenIndex] : [])]);
   return { source: `(SELECT DISTINCT ${c}.resource_type, ${c}.id FROM search_compound ${c} WHERE ${conditions.join(' AND ')}) r`, covered };
 }
 
