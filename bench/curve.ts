@@ -13,8 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'pg';
 import { createCardCa } from '../src/guard/pki/dev-pki';
-import { parseSearch } from '../src/fhir/search-request';
-import { executeSearch, type Db } from '../src/store';
+import { slotSearchStatements } from './lib/search-statements';
 import { openDb } from '../src/store/db';
 import { migrate } from '../src/store/migrate';
 import { Repository } from '../src/store/repository';
@@ -348,16 +347,7 @@ async function explain(pool: Pool, pair: Pair, institution: string): Promise<{ n
   for (const shape of SEARCHES) {
     const p = shape.path(pair);
     const u = new URL(p, 'http://127.0.0.1');
-    const sql: { text: string; values: unknown[] }[] = [];
-    const capture = {
-      kind: 'pg',
-      inTransaction: false,
-      query: async (text: string, values: unknown[] = []) => {
-        sql.push({ text, values });
-        return { rows: [], rowCount: 0 };
-      },
-    } as unknown as Db;
-    await executeSearch(capture, parseSearch('Slot', [...u.searchParams.entries()]).request, { scope: { institution, isOwner: false }, now: new Date(), baseUrl: 'http://127.0.0.1/fhir' });
+    const sql = await slotSearchStatements([...u.searchParams.entries()], { scope: { institution, isOwner: false }, baseUrl: 'http://127.0.0.1/fhir' });
     const plans: string[] = [];
     for (const s of sql) {
       const { rows } = await pool.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, BUFFERS) ${s.text}`, s.values);

@@ -8,9 +8,8 @@ import { createCardCa, issueCard } from '../src/guard/pki/dev-pki';
 import { openDb } from '../src/store/db';
 import { migrate } from '../src/store/migrate';
 import { Repository } from '../src/store/repository';
-import { parseSearch } from '../src/fhir/search-request';
 import type { Caller } from '../src/common/identity';
-import { executeSearch, type Db } from '../src/store';
+import { slotSearchStatements } from './lib/search-statements';
 import { cpuMeter, loadAverage, pidsNamed } from './lib/cpu';
 import { ms, runLoad, type LoadRequest, type LoadResult } from './lib/load';
 import { startFloorServer, startServerProcess, type ServerProcess } from './lib/server';
@@ -168,17 +167,7 @@ async function floorAnswers(baseUrl: string, scope?: Pick<Caller, 'institution' 
     const p = query(n);
     if (answers[p]) continue;
     const res = await fetch(`${baseUrl}${p}`, { headers: { accept: 'application/fhir+json' } });
-    const pairs = [...new URL(p, baseUrl).searchParams.entries()];
-    const sql: { text: string; values: unknown[] }[] = [];
-    const capture = {
-      kind: 'pg',
-      inTransaction: false,
-      query: async (text: string, values: unknown[] = []) => {
-        sql.push({ text, values });
-        return { rows: [], rowCount: 0 };
-      },
-    } as unknown as Db;
-    await executeSearch(capture, parseSearch('Slot', pairs).request, { scope, now: new Date(), baseUrl: `${baseUrl}/fhir` });
+    const sql = await slotSearchStatements([...new URL(p, baseUrl).searchParams.entries()], { scope, baseUrl: `${baseUrl}/fhir` });
     answers[p] = { body: await res.text(), contentType: res.headers.get('content-type') ?? 'application/fhir+json', sql };
   }
   return answers;
