@@ -29,6 +29,7 @@ const project = (displayName, setupFiles, testPathIgnorePatterns = [], extra = {
   // tsx process alone can take half a minute.
   testTimeout: 180000,
   ...extra,
+  setupFilesAfterEnv: ['<rootDir>/test/setup-cpu-times.ts', ...(extra.setupFilesAfterEnv ?? [])],
 });
 
 const embedded = project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded.ts']);
