@@ -12,17 +12,20 @@ const recorder = statementRecorder();
 const { sent, senders } = recorder;
 
 /**
- * The statements of the request's transaction: those its connection sent from the first BEGIN
- * through its COMMIT. Other connections meanwhile (the audit trail linking earlier writes' events
- * in the background, src/audit/audit-trail.ts) are not the booking's round trips.
+ * The statements of the request's transaction: those its connection sent from its BEGIN through
+ * its COMMIT, the transaction that wrote the Appointment. Other connections meanwhile (the audit
+ * trail linking earlier writes' events in the background, src/audit/audit-trail.ts, which opens
+ * transactions of its own) are not the booking's round trips.
  */
 function ownTransaction(all: string[]): string[] {
-  const begin = all.findIndex((s) => s.replace(/\s+/g, ' ') === 'BEGIN');
-  if (begin < 0) return all.map((s) => s.replace(/\s+/g, ' '));
-  const connection = senders[begin];
-  const mine = all.map((s, i) => ({ s: s.replace(/\s+/g, ' '), by: senders[i] })).filter((x, i) => i >= begin && x.by === connection).map((x) => x.s);
-  const commit = mine.indexOf('COMMIT');
-  return commit < 0 ? mine : mine.slice(0, commit + 1);
+  const flat = all.map((s) => s.replace(/\s+/g, ' '));
+  const transactions = flat.flatMap((s, begin) => {
+    if (s !== 'BEGIN') return [];
+    const mine = flat.filter((_, i) => i >= begin && senders[i] === senders[begin]);
+    const commit = mine.indexOf('COMMIT');
+    return [commit < 0 ? mine : mine.slice(0, commit + 1)];
+  });
+  return transactions.find((t) => t.some((s) => s.includes('res AS (INSERT INTO resource'))) ?? transactions[0] ?? flat;
 }
 
 beforeAll(async () => {
