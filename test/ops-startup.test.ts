@@ -4,6 +4,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { migratedDataDir } from './helpers/context';
 import { entryArgs } from './helpers/entry';
 
 /**
@@ -13,8 +14,8 @@ import { entryArgs } from './helpers/entry';
  */
 const run = promisify(execFile);
 const MAIN = path.join(__dirname, '..', 'src', 'main.ts');
-const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-ops-'));
-const BASE_ENV = { PATH: process.env.PATH, LOG_LEVEL: 'silent', DATA_DIR: dataDir, DEMO_DATA: 'false', PORT: '0', METRICS_PORT: '0' };
+let dataDir: string;
+const BASE_ENV = { PATH: process.env.PATH, LOG_LEVEL: 'silent', DATA_DIR: '', DEMO_DATA: 'false', PORT: '0', METRICS_PORT: '0' };
 
 function terminus(args: string[], env: Record<string, string | undefined>) {
   return run(process.execPath, [...entryArgs(MAIN), ...args], { env: { ...BASE_ENV, ...env }, timeout: 90_000 }).then(
@@ -31,9 +32,13 @@ test('terminus --version prints the package version and exits 0', async () => {
 
 let taken: net.Server;
 let takenPort: number;
-const files = path.join(dataDir, 'files');
+let files: string;
 
 beforeAll(async () => {
+  // A migrated store makes each start below fail fast at the step under test (a fresh one is
+  // migrated by the `migrate` below; a copy of a migrated one finds nothing to do).
+  dataDir = BASE_ENV.DATA_DIR = await migratedDataDir('terminus-ops-');
+  files = path.join(dataDir, 'files');
   fs.mkdirSync(files);
   fs.writeFileSync(path.join(files, 'broken.json'), '{"allowed_professions": [');
   fs.writeFileSync(path.join(files, 'wrong-shape.json'), '{"professions": "not a list"}');
@@ -41,7 +46,6 @@ beforeAll(async () => {
   taken = net.createServer();
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
   takenPort = (taken.address() as net.AddressInfo).port;
-  // A migrated store makes each start below fail fast at the step under test.
   expect((await terminus(['migrate'], {})).code).toBe(0);
 }, 120_000);
 

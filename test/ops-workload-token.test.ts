@@ -5,6 +5,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { createLocalJWKSet, decodeProtectedHeader, jwtVerify, type JWK } from 'jose';
 import { listeningUrl } from './helpers/serve';
+import { migratedDataDir } from './helpers/context';
 import { entryArgs } from './helpers/entry';
 
 /**
@@ -16,9 +17,9 @@ import { entryArgs } from './helpers/entry';
  */
 const run = promisify(execFile);
 const MAIN = path.join(__dirname, '..', 'src', 'main.ts');
-const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-wt-'));
-const BASE_ENV = { PATH: process.env.PATH, DATA_DIR: dataDir, DEMO_DATA: 'false', PORT: '0', METRICS_PORT: '0', PUBLIC_URL: 'https://a.example' };
-const socket = path.join(dataDir, 'terminus.sock');
+let dataDir: string;
+let socket: string;
+const BASE_ENV = { PATH: process.env.PATH, DATA_DIR: '', DEMO_DATA: 'false', PORT: '0', METRICS_PORT: '0', PUBLIC_URL: 'https://a.example' };
 
 function terminus(args: string[], env: Record<string, string> = {}) {
   return run(process.execPath, [...entryArgs(MAIN), ...args], { env: { ...BASE_ENV, LOG_LEVEL: 'silent', ...env }, timeout: 90_000 }).then(
@@ -27,6 +28,10 @@ function terminus(args: string[], env: Record<string, string> = {}) {
   );
 }
 
+beforeAll(async () => {
+  dataDir = BASE_ENV.DATA_DIR = await migratedDataDir('terminus-wt-');
+  socket = path.join(dataDir, 'terminus.sock');
+}, 120_000);
 afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 
 describe('beside a running terminus serve on the embedded store', () => {

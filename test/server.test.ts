@@ -6,6 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { loadConfig } from '../src/config';
 import { startServer } from '../src/server';
+import { migratedDataDir } from './helpers/context';
 import { entryArgs } from './helpers/entry';
 
 const run = promisify(execFile);
@@ -59,10 +60,14 @@ describe('server lifecycle on the embedded store', () => {
 });
 
 describe('terminus CLI', () => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-cli-'));
+  // A migrated store: the first start's migrations run in the lifecycle tests above.
+  let dataDir: string;
+  beforeAll(async () => {
+    dataDir = env.DATA_DIR = await migratedDataDir('terminus-cli-');
+  }, 120_000);
   afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   // The embedded store only, whatever the project's environment holds (test/store-env.js).
-  const env = { PATH: process.env.PATH, DATA_DIR: dataDir, LOG_LEVEL: 'silent' };
+  const env = { PATH: process.env.PATH, DATA_DIR: '', LOG_LEVEL: 'silent' };
   const main = path.join(__dirname, '..', 'src', 'main.ts');
   const tsx = entryArgs(main);
 

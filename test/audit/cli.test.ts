@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import request from 'supertest';
@@ -8,6 +7,7 @@ import type { AuditEvent } from '@medplum/fhirtypes';
 import { composeTerminus } from '../../src/app';
 import { loadConfig } from '../../src/config';
 import { createContext } from '../../src/server';
+import { migratedDataDir } from '../helpers/context';
 import { entryArgs } from '../helpers/entry';
 
 const run = promisify(execFile);
@@ -24,9 +24,9 @@ interface Ran {
  * (test/store-env.js STORE_FREE).
  */
 describe('terminus audit', () => {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'terminus-audit-'));
+  let dataDir: string;
   afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
-  const env = { PATH: process.env.PATH, DATA_DIR: dataDir, LOG_LEVEL: 'silent', DEMO_DATA: 'false', METRICS_PORT: '0', GUARD_ENFORCEMENT: 'off' };
+  const env = { PATH: process.env.PATH, DATA_DIR: '', LOG_LEVEL: 'silent', DEMO_DATA: 'false', METRICS_PORT: '0', GUARD_ENFORCEMENT: 'off' };
   const tsx = entryArgs(path.join(__dirname, '..', '..', 'src', 'main.ts'));
   const terminus = (args: string[]): Promise<Ran> =>
     run(process.execPath, [...tsx, ...args], { env }).then(
@@ -41,6 +41,7 @@ describe('terminus audit', () => {
   }
 
   beforeAll(async () => {
+    dataDir = env.DATA_DIR = await migratedDataDir('terminus-audit-');
     // A server's life: accesses (without the guard: recorded with the address alone), then shutdown with its checkpoint.
     const { ctx, close } = await open();
     const app = composeTerminus(ctx);

@@ -14,7 +14,7 @@ import { WorkloadIssuers } from '../../src/guard/authserver/workload/workload-is
 import type { AccessTokenPayload } from '../../src/guard/authserver/tokens/access-token';
 import { callerOf } from '../../src/guard/pep/caller';
 import { startServer } from '../../src/server';
-import { createTestContext } from '../helpers/context';
+import { createTestContext, migratedDataDir } from '../helpers/context';
 import { call, pepHarness, type PepHarness } from './pep/helpers';
 import type { TestToken } from './helpers/get-token';
 import { entryArgs } from '../helpers/entry';
@@ -142,8 +142,8 @@ describe('workload token exchange', () => {
     expect(res.body.reasons).toEqual(['User is on the blocklist']);
   });
 
-  test('`terminus workload-token` prints a token of this guard for another guard', () => {
-    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'workload-cli-'));
+  test('`terminus workload-token` prints a token of this guard for another guard', async () => {
+    const dataDir = await migratedDataDir('workload-cli-');
     try {
       const out = spawnSync(process.execPath, [...entryArgs(path.join(__dirname, '..', '..', 'src', 'main.ts')), 'workload-token', '--sub', 'reporting', '--aud', 'https://b.example/svc/v1/token', '--ttl', '120'], {
         env: { PATH: process.env.PATH, DATA_DIR: dataDir, PUBLIC_URL: 'https://a.example', LOG_LEVEL: 'silent' },

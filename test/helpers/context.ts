@@ -78,12 +78,55 @@ function removeOtherImages(kept: string): void {
   }
 }
 
-function imagePath(): string {
+/** Names what a migrated store holds: the PGlite version and the migration set. */
+function templateKey(): string {
   const hash = crypto.createHash('sha256');
   hash.update(fs.readFileSync(path.join(ROOT, 'node_modules', '@electric-sql', 'pglite', 'package.json')));
   const dir = path.join(ROOT, 'migrations');
   for (const name of fs.readdirSync(dir).sort()) hash.update(name).update(fs.readFileSync(path.join(dir, name)));
-  return path.join(os.tmpdir(), `terminus-pglite-image-${hash.digest('hex').slice(0, 16)}.tar`);
+  return hash.digest('hex').slice(0, 16);
+}
+
+function imagePath(): string {
+  return path.join(os.tmpdir(), `terminus-pglite-image-${templateKey()}.tar`);
+}
+
+/**
+ * A new DATA_DIR (under the temp folder, named `prefix…`) holding a migrated embedded store, for a
+ * test that runs `terminus` on a DATA_DIR but is not about its first start: initdb and the
+ * migrations into a directory cost about 10 s of CPU, a copy of a migrated one a few milliseconds.
+ * The template is made once per migration set and PGlite version and kept in the temp folder. The
+ * copies share the template's job store identity, which only names BullMQ's queues: a test that
+ * starts servers on copies with one Redis must not use it.
+ */
+export async function migratedDataDir(prefix: string): Promise<string> {
+  const template = path.join(os.tmpdir(), `terminus-pglite-datadir-${templateKey()}`);
+  if (!fs.existsSync(path.join(template, 'pgdata'))) {
+    const staging = fs.mkdtempSync(`${template}.staging-`);
+    const db = await openPglite(staging);
+    try {
+      await migrate(db);
+    } finally {
+      await db.close();
+    }
+    try {
+      fs.renameSync(staging, template); // atomic: a parallel worker sees a whole template or none
+    } catch {
+      fs.rmSync(staging, { recursive: true, force: true }); // another worker made it first
+    }
+    removeOtherDataDirs(template);
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  fs.cpSync(path.join(template, 'pgdata'), path.join(dir, 'pgdata'), { recursive: true });
+  return dir;
+}
+
+/** Templates of other migration sets or PGlite versions are not used again. */
+function removeOtherDataDirs(kept: string): void {
+  const dir = path.dirname(kept);
+  for (const name of fs.readdirSync(dir)) {
+    if (/^terminus-pglite-datadir-[0-9a-f]{16}$/.test(name) && path.join(dir, name) !== kept) fs.rmSync(path.join(dir, name), { recursive: true, force: true });
+  }
 }
 
 /** Real time plus an offset that tests can advance. */
