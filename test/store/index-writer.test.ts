@@ -2,6 +2,7 @@ import type { Patient, Resource, Slot } from '@medplum/fhirtypes';
 import type { AppContext } from '../../src/context';
 import { Repository } from '../../src/store/repository';
 import { generationDay } from '../../src/store/search/index-writer';
+import { indexKey } from '../../src/store/search/index-key';
 import { createTestContext } from '../helpers/context';
 
 /**
@@ -48,6 +49,7 @@ describe('index writer: bulk load, write and delete keep the same rows', () => {
     search_date: 'param, low, high',
     search_string: 'param, norm, exact, norm_full',
     search_compound: 'ref, code, during',
+    search_token_date: 'system, code, during',
   };
 
   /** Every index row of one resource, per table, as sorted JSON lines without its id. */
@@ -85,6 +87,9 @@ describe('index writer: bulk load, write and delete keep the same rows', () => {
     }
     const slotRows = await indexRows({ resourceType: 'Slot', id: 'iw-bulk' } as Slot);
     expect(slotRows.search_compound).toHaveLength(1);
+    // Its two service types, each with its start; the long system and code as their bounded keys.
+    expect(slotRows.search_token_date).toHaveLength(2);
+    expect(slotRows.search_token_date.map((row) => JSON.parse(row).code)).toEqual(expect.arrayContaining(['short', indexKey(longCode)]));
     expect(slotRows.search_token.some((row) => JSON.parse(row).code_full === longCode && JSON.parse(row).system_full === longSystem)).toBe(true);
     const patientRows = await indexRows({ resourceType: 'Patient', id: 'iw-bulk' } as Patient);
     expect(patientRows.search_string.some((row) => JSON.parse(row).norm_full !== null)).toBe(true);
@@ -92,6 +97,7 @@ describe('index writer: bulk load, write and delete keep the same rows', () => {
     expect(patientRows.search_date).toHaveLength(1);
     // A Patient has no compound index: no row there.
     expect(patientRows.search_compound).toEqual([]);
+    expect(patientRows.search_token_date).toEqual([]);
   });
 
   test('a new version changes only what differs; a deletion leaves no index row and raises the generation', async () => {

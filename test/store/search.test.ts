@@ -3,6 +3,7 @@ import type { AppContext } from '../../src/context';
 import { Repository } from '../../src/store/repository';
 import { parseSearch } from '../../src/fhir/search-request';
 import { createTestContext } from '../helpers/context';
+import { statementRecorder } from '../helpers/statements';
 
 const BASE = 'http://localhost:8080/fhir';
 const ST = 'http://terminology.hl7.org/CodeSystem/service-type';
@@ -30,10 +31,18 @@ const fixtures: Resource[] = [
     specialty: [{ coding: [{ system: 'urn:oid:1.2.276.0.76.5.114', code: '142' }] }],
     actor: [{ reference: 'HealthcareService/hs1' }],
   },
-  { resourceType: 'Slot', id: 'sl1', schedule: { reference: 'Schedule/s1' }, status: 'free', start: '2027-01-01T09:00:00Z', end: '2027-01-01T09:30:00Z' },
+  { resourceType: 'Slot', id: 'sl1', schedule: { reference: 'Schedule/s1' }, serviceType: [{ coding: [{ system: ST, code: '177' }] }], status: 'free', start: '2027-01-01T09:00:00Z', end: '2027-01-01T09:30:00Z' },
   { resourceType: 'Slot', id: 'sl2', schedule: { reference: 'Schedule/s1' }, status: 'busy', start: '2027-01-01T13:00:00Z', end: '2027-01-01T14:00:00Z' },
-  { resourceType: 'Slot', id: 'sl3', schedule: { reference: 'Schedule/s2' }, status: 'free', start: '2027-01-02T08:00:00+01:00', end: '2027-01-02T08:15:00+01:00' },
-  { resourceType: 'Slot', id: 'sl4', schedule: { reference: `${BASE}/Schedule/s2` }, status: 'free', start: '2027-02-10T10:00:00Z', end: '2027-02-10T10:15:00Z' },
+  {
+    resourceType: 'Slot',
+    id: 'sl3',
+    schedule: { reference: 'Schedule/s2' },
+    serviceType: [{ coding: [{ system: ST, code: '124' }] }, { coding: [{ code: '177' }] }],
+    status: 'free',
+    start: '2027-01-02T08:00:00+01:00',
+    end: '2027-01-02T08:15:00+01:00',
+  },
+  { resourceType: 'Slot', id: 'sl4', schedule: { reference: `${BASE}/Schedule/s2` }, serviceType: [{ coding: [{ system: ST, code: '124' }] }], status: 'free', start: '2027-02-10T10:00:00Z', end: '2027-02-10T10:15:00Z' },
   {
     resourceType: 'Appointment',
     id: 'a1',
@@ -194,6 +203,19 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
     ['Slot', `schedule.actor:HealthcareService.type=${ST}|177&start=2027-01-02`, ['sl3']],
     ['Slot', 'schedule.actor=Practitioner/nobody&start=ge2027-01-01', []],
     ['Slot', 'schedule.actor=Practitioner/doc1&start=ge2028-01-01', []],
+    // a service on a day: the token-and-date (service-type, start) index
+    ['Slot', `service-type=${ST}|177&start=ge2027-01-01&start=le2027-01-31`, ['sl1']],
+    ['Slot', 'service-type=124&start=ge2027-01-01', ['sl3', 'sl4']],
+    ['Slot', 'service-type=124&start=2027-01-02', ['sl3']],
+    ['Slot', `service-type=${ST}|124&start=gt2027-01-05`, ['sl4']],
+    ['Slot', 'service-type=177&start=ge2027-01-01', ['sl1', 'sl3']],
+    ['Slot', 'service-type=|177&start=ge2027-01-01', ['sl3']],
+    ['Slot', `service-type=${ST}|177&start=ge2028-01-01`, []],
+    ['Slot', `service-type=${ST}|177&start=lt2027-01-01T09:00:00Z`, []],
+    ['Slot', `service-type=${ST}|124&status=free&start=le2027-01-31`, ['sl3']],
+    ['Slot', `service-type=${ST}|&start=ge2027-01-01`, ['sl1', 'sl3', 'sl4']],
+    ['Slot', `service-type:not=${ST}|124&start=ge2027-01-01`, ['sl1', 'sl2']],
+    ['Slot', `service-type=${ST}|124,${ST}|177&start=2027-01-01`, ['sl1']],
     // composite
     ['CodeSystem', 'context-type-value=https://gematik.de/fhir/isik/CodeSystem/ContextType|ResourceUsage$http://hl7.org/fhir/resource-types|HealthcareService', ['cs1']],
     ['CodeSystem', 'context-type-value=ResourceUsage$Schedule', []],
@@ -202,6 +224,27 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
   ];
   test.each(CASES)('%s?%s', async (type, query, expected) => {
     expect(await ids(type, query)).toEqual(expected);
+  });
+
+  test('a service on a day is driven by the token-and-date index, which follows a changed service and a deleted slot', async () => {
+    const recorder = statementRecorder();
+    recorder.start();
+    try {
+      expect(await ids('Slot', `service-type=${ST}|177&start=ge2027-01-01&start=le2027-01-31`)).toEqual(['sl1']);
+    } finally {
+      recorder.stop();
+    }
+    expect(recorder.sent.filter((q) => q.includes('FROM search_token_date'))).toHaveLength(1);
+    const sl1 = fixtures.find((r) => r.id === 'sl1')!;
+    await repo.update({ ...sl1, id: 'sl9', serviceType: [{ coding: [{ system: ST, code: '177' }] }] } as Resource);
+    expect(await ids('Slot', `service-type=${ST}|177&start=2027-01-01`)).toEqual(['sl1', 'sl9']);
+    await repo.update({ ...sl1, id: 'sl9', serviceType: [{ coding: [{ system: ST, code: '124' }] }] } as Resource);
+    expect(await ids('Slot', `service-type=${ST}|177&start=2027-01-01`)).toEqual(['sl1']);
+    expect(await ids('Slot', `service-type=${ST}|124&start=2027-01-01`)).toEqual(['sl9']);
+    await repo.delete('Slot', 'sl9');
+    expect(await ids('Slot', `service-type=${ST}|124&start=2027-01-01`)).toEqual([]);
+    const { rows } = await ctx.db.query<{ n: string }>("SELECT count(*) AS n FROM search_token_date WHERE resource_type = 'Slot' AND id = 'sl9'");
+    expect(Number(rows[0].n)).toBe(0);
   });
 
   test('every case at once, twice (searches of one shape asked for together share a statement), answers as each alone', async () => {

@@ -3,7 +3,7 @@ import { compiledFhirPath, evalFhirPathTyped, lacksElement, memberValues, toType
 import { parseReference } from '../../server-lib/references';
 import { parseDateRange, periodRange, type DateRange } from './dates';
 import { fullValue, indexKey, nullableKey } from './index-key';
-import { COMPOUND_INDEXES, searchParams, type SearchParamDef } from './parameters';
+import { COMPOUND_INDEXES, searchParams, TOKEN_DATE_INDEXES, type SearchParamDef } from './parameters';
 
 export interface TokenRow {
   param: string;
@@ -35,12 +35,19 @@ export interface CompoundRow {
   code: string;
   range: DateRange;
 }
+/** A token and a date of one resource together (TOKEN_DATE_INDEXES); system and code are index keys. */
+export interface TokenDateRow {
+  system: string | null;
+  code: string;
+  range: DateRange;
+}
 export interface IndexRows {
   tokens: TokenRow[];
   references: ReferenceRow[];
   dates: DateRow[];
   strings: StringRow[];
   compounds: CompoundRow[];
+  tokenDates: TokenDateRow[];
 }
 
 /**
@@ -48,7 +55,7 @@ export interface IndexRows {
  * expression (no hand-written per-field extraction).
  */
 export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRows {
-  const rows: IndexRows = { tokens: [], references: [], dates: [], strings: [], compounds: [] };
+  const rows: IndexRows = { tokens: [], references: [], dates: [], strings: [], compounds: [], tokenDates: [] };
   const root = [toTypedValue(resource)];
   for (const def of searchParams(resource.resourceType).values()) {
     if (def.code === '_id' || def.code === '_lastUpdated') continue;
@@ -94,6 +101,13 @@ export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRow
         if (t.param !== compound.token || t.code === null) continue;
         for (const d of rows.dates) if (d.param === compound.date) rows.compounds.push({ ref: `${r.targetType}/${r.targetId}`, code: t.code, range: d.range });
       }
+    }
+  }
+  const pair = TOKEN_DATE_INDEXES[resource.resourceType];
+  if (pair) {
+    for (const t of rows.tokens) {
+      if (t.param !== pair.token || t.code === null) continue;
+      for (const d of rows.dates) if (d.param === pair.date) rows.tokenDates.push({ system: t.system, code: t.code, range: d.range });
     }
   }
   return dedupe(rows);
@@ -257,5 +271,5 @@ function boundKeys(rows: IndexRows): void {
 
 function dedupe(rows: IndexRows): IndexRows {
   const uniq = <T>(xs: T[]) => [...new Map(xs.map((x) => [JSON.stringify(x), x])).values()];
-  return { tokens: uniq(rows.tokens), references: uniq(rows.references), dates: uniq(rows.dates), strings: uniq(rows.strings), compounds: uniq(rows.compounds) };
+  return { tokens: uniq(rows.tokens), references: uniq(rows.references), dates: uniq(rows.dates), strings: uniq(rows.strings), compounds: uniq(rows.compounds), tokenDates: uniq(rows.tokenDates) };
 }

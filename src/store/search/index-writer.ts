@@ -1,10 +1,10 @@
 import type { Db } from '../db';
 import { toTimestamp } from './dates';
 import type { CompoundRow, IndexRows } from './extract';
-import { COMPOUND_INDEXES } from './parameters';
+import { COMPOUND_INDEXES, TOKEN_DATE_INDEXES } from './parameters';
 
 /**
- * The only writer of the search tables (migrations 001-005): which tables there are, their
+ * The only writer of the search tables (migrations 001-005, 007): which tables there are, their
  * columns and how a resource's `IndexRows` fill them, and the three ways rows change: the
  * CTEs of one version's write (`indexWriteCtes`), the removal of a deleted resource's rows
  * (`deleteIndexRows`) and the insert of many new resources at once (`insertIndexRows`). Each
@@ -17,8 +17,8 @@ interface IndexTable {
   readonly name: string;
   readonly table: string;
   readonly columns: readonly (readonly [column: string, sqlType: string])[];
-  /** Only resource types with a compound index (COMPOUND_INDEXES) have rows here. */
-  readonly windowedOnly?: true;
+  /** The resource types with rows here (all when absent): a write of another type leaves the table alone. */
+  readonly only?: (type: string) => boolean;
   rows(index: IndexRows): unknown[][];
 }
 
@@ -55,8 +55,15 @@ const INDEX_TABLES: readonly IndexTable[] = [
     name: 'compound',
     table: 'search_compound',
     columns: [['ref', 'text'], ['code', 'text'], ['during', 'tstzrange']],
-    windowedOnly: true,
+    only: (type) => windowed(type),
     rows: (index) => index.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range)]),
+  },
+  {
+    name: 'token_date',
+    table: 'search_token_date',
+    columns: [['system', 'text'], ['code', 'text'], ['during', 'tstzrange']],
+    only: (type) => TOKEN_DATE_INDEXES[type] !== undefined,
+    rows: (index) => index.tokenDates.map((x) => [x.system, x.code, rangeLiteral(x.range)]),
   },
 ];
 
@@ -69,7 +76,7 @@ function windowed(type: string): boolean {
 
 /** The tables a resource of `type` has rows in. */
 function tablesOf(type: string): IndexTable[] {
-  return INDEX_TABLES.filter((t) => !t.windowedOnly || windowed(type));
+  return INDEX_TABLES.filter((t) => !t.only || t.only(type));
 }
 
 /** Days since 1970-01-01 (UTC) of a compound row's date: the unit of search_generation. */

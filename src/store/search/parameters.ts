@@ -197,3 +197,19 @@ export interface CompoundIndex {
 export const COMPOUND_INDEXES: Partial<Record<string, CompoundIndex>> = {
   Slot: { reference: 'schedule', token: 'status', date: 'start' },
 };
+
+/** A (token, date) parameter pair kept together in `search_token_date`. */
+export interface TokenDateIndex {
+  token: string;
+  date: string;
+}
+
+/**
+ * Pairs clients query together without a reference: the slots of a service on a day
+ * (`Slot?service-type=…&start=ge…&start=le…`, ISiK Terminplanung 6.0.0 lists service-type among the
+ * Slot search parameters). Without the pair, one of the two drives and the other is checked per
+ * candidate: every slot of the service in the store, or every slot of the day.
+ */
+export const TOKEN_DATE_INDEXES: Partial<Record<string, TokenDateIndex>> = {
+  Slot: { token: 'service-type', date: 'start' },
+};

@@ -8,7 +8,7 @@ import { batchedReads } from './batched-reads';
 import { parseDateRange, toTimestamp, type DateRange } from './dates';
 import { normalizeString } from './extract';
 import { indexKey, leadingChars, PREFIX_CHARS } from './index-key';
-import { COMPOUND_INDEXES, searchParam } from './parameters';
+import { COMPOUND_INDEXES, searchParam, TOKEN_DATE_INDEXES } from './parameters';
 import { splitDatePrefix, type Filter, type IncludeSpec, type SearchRequest } from './query';
 
 export type { SearchRequest } from './query';
@@ -131,7 +131,7 @@ export async function executeSearch(db: Db, request: SearchRequest, opts: { scop
  */
 function compoundDriver(ctx: Ctx, request: SearchRequest, typeParam: string): { source: string; covered: Set<number> } | undefined {
   const found = compoundFilters(request, ctx.baseUrl);
-  if (!found) return chainedCompoundDriver(ctx, request, typeParam);
+  if (!found) return chainedCompoundDriver(ctx, request, typeParam) ?? tokenDateDriver(ctx, request, typeParam);
   const { ref, refIndex, dateIndex, tokenIndex, window } = found;
   const c = alias(ctx, 'c');
   const dates = request.filters[dateIndex].values;
@@ -177,6 +177,29 @@ function chainedCompoundDriver(ctx: Ctx, request: SearchRequest, typeParam: stri
   ];
   const covered = new Set([chainIndex, dateIndex, ...(tokenIndex >= 0 ? [tokenIndex] : [])]);
   return { source: `(SELECT DISTINCT ${c}.resource_type, ${c}.id FROM search_compound ${c} WHERE ${conditions.join(' AND ')}) r`, covered };
+}
+
+/**
+ * The token-and-date index (TOKEN_DATE_INDEXES) as driver, when the request filters on its token
+ * with one value naming a code and on its date (`Slot?service-type=…|57&start=ge…&start=le…`):
+ * one GiST scan over the code's rows in the window yields exactly the matches of both filters.
+ */
+function tokenDateDriver(ctx: Ctx, request: SearchRequest, typeParam: string): { source: string; covered: Set<number> } | undefined {
+  const pair = TOKEN_DATE_INDEXES[request.resourceType];
+  if (!pair) return undefined;
+  const plain = (f: Filter) => !f.chain.length && !f.has && !f.modifier;
+  const tokenIndex = request.filters.findIndex((f) => f.param === pair.token && plain(f) && f.values.length === 1 && !f.values[0].endsWith('|'));
+  const dateIndex = request.filters.findIndex((f) => f.param === pair.date && plain(f) && (f.allOf || f.values.length === 1));
+  if (tokenIndex < 0 || dateIndex < 0) return undefined;
+  const window = boundingWindow(request.filters[dateIndex].values);
+  const x = alias(ctx, 'x');
+  const conditions = [
+    `${x}.resource_type = ${typeParam}`,
+    tokenCondition(ctx, x, request.filters[tokenIndex].values[0]),
+    `${x}.during && tstzrange(${p(ctx, toTimestamp(window.low))}::timestamptz, ${p(ctx, toTimestamp(window.high))}::timestamptz, '[]')`,
+    ...request.filters[dateIndex].values.map((v) => dateCondition(ctx, `lower(${x}.during)`, `upper(${x}.during)`, v)),
+  ];
+  return { source: `(SELECT DISTINCT ${x}.resource_type, ${x}.id FROM search_token_date ${x} WHERE ${conditions.join(' AND ')}) r`, covered: new Set([tokenIndex, dateIndex]) };
 }
 
 /** The filters of a request the compound index can drive, and the reference target and date window they ask for. */
