@@ -98,7 +98,7 @@ async function oneSize(base: string, slots: number, largest: boolean, ca: Return
   const databaseUrl = url.toString();
   let server: ServerProcess | undefined;
   // The server's own session settings (src/store/db/pg-pool.ts), so the plans explained here are the ones it runs.
-  const pool = new Pool({ connectionString: databaseUrl, max: 2, options: '-c max_parallel_workers_per_gather=0' });
+  const pool = new Pool({ connectionString: databaseUrl, max: 2, options: '-c max_parallel_workers_per_gather=0 -c jit=off' });
   try {
     process.stdout.write(`  curve: loading ${slots} slots\n`);
     const db = await openDb({ databaseUrl, poolSize: 4 });

@@ -203,6 +203,12 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
     ['Slot', `schedule.actor:HealthcareService.type=${ST}|177&start=2027-01-02`, ['sl3']],
     ['Slot', 'schedule.actor=Practitioner/nobody&start=ge2027-01-01', []],
     ['Slot', 'schedule.actor=Practitioner/doc1&start=ge2028-01-01', []],
+    // ... the chain's targets through their own lookup index (a reference, a token), or checked one by one (:not, :missing)
+    ['Slot', 'schedule.actor:Practitioner=doc1&start=ge2027-01-01', ['sl1', 'sl2']],
+    ['Slot', 'schedule.active=true&status=free&start=ge2027-01-01', ['sl1']],
+    ['Slot', 'schedule.active:not=true&start=ge2027-01-01', ['sl3', 'sl4']],
+    ['Slot', 'schedule.actor:missing=false&start=2027-01-02', ['sl3']],
+    ['Slot', `schedule.service-type=${ST}|124&start=ge2027-01-01&start=le2027-01-31`, ['sl3']],
     // a service on a day: the token-and-date (service-type, start) index
     ['Slot', `service-type=${ST}|177&start=ge2027-01-01&start=le2027-01-31`, ['sl1']],
     ['Slot', 'service-type=124&start=ge2027-01-01', ['sl3', 'sl4']],
@@ -245,6 +251,15 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
     expect(await ids('Slot', `service-type=${ST}|124&start=2027-01-01`)).toEqual([]);
     const { rows } = await ctx.db.query<{ n: string }>("SELECT count(*) AS n FROM search_token_date WHERE resource_type = 'Slot' AND id = 'sl9'");
     expect(Number(rows[0].n)).toBe(0);
+  });
+
+  test("a chain's targets through their lookup index leave out a deleted target", async () => {
+    await repo.update({ resourceType: 'Schedule', id: 's9', active: true, actor: [{ reference: 'Practitioner/doc9' }] } as Resource);
+    await repo.update({ resourceType: 'Slot', id: 'sl8', schedule: { reference: 'Schedule/s9' }, status: 'free', start: '2027-03-01T09:00:00Z', end: '2027-03-01T09:15:00Z' } as Resource);
+    expect(await ids('Slot', 'schedule.actor=Practitioner/doc9&start=2027-03-01')).toEqual(['sl8']);
+    await repo.delete('Schedule', 's9');
+    expect(await ids('Slot', 'schedule.actor=Practitioner/doc9&start=2027-03-01')).toEqual([]);
+    await repo.delete('Slot', 'sl8');
   });
 
   test('every case at once, twice (searches of one shape asked for together share a statement), answers as each alone', async () => {

@@ -36,7 +36,10 @@ export async function openPgPool(opts: PgPoolOptions): Promise<Db> {
       keepAlive: true,
       // Parallel plans cost milliseconds of worker start-up for queries that run in one or two;
       // under concurrent load they only add latency (search probes are index-only scans).
-      options: ['-c max_parallel_workers_per_gather=0', `-c statement_timeout=${STORE_STATEMENT_TIMEOUT_MS}`, opts.schema ? `-c search_path=${opts.schema},public` : ''].join(' ').trim(),
+      // JIT compilation (on by default since PostgreSQL 12, above a plan cost of 100,000) costs
+      // a second of CPU per execution: a batched search's generic plan (batched-reads.ts) is
+      // estimated far above that bound and ran a second slower than without it, per statement.
+      options: ['-c max_parallel_workers_per_gather=0', '-c jit=off', `-c statement_timeout=${STORE_STATEMENT_TIMEOUT_MS}`, opts.schema ? `-c search_path=${opts.schema},public` : ''].join(' ').trim(),
     }),
   );
 }

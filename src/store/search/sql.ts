@@ -163,20 +163,42 @@ function chainedCompoundDriver(ctx: Ctx, request: SearchRequest, typeParam: stri
   const tokenIndex = request.filters.findIndex((f) => f.param === cfg.token && plain(f) && f.values.length === 1 && !f.values[0].includes('|'));
   const chained = request.filters[chainIndex];
   const link = chained.chain[0];
-  const t = alias(ctx, 't');
-  const targetType = p(ctx, link.targetType);
-  const targets = `SELECT ${t}.resource_type || '/' || ${t}.id FROM resource ${t} WHERE ${t}.resource_type = ${targetType} AND NOT ${t}.deleted ${andIf(scopeSql(ctx, t))} AND ${filterSql(ctx, link.targetType!, t, { ...chained, chain: [] })}`;
+  const targets = chainTargets(ctx, link.targetType!, { ...chained, chain: [] });
   const window = boundingWindow(request.filters[dateIndex].values);
   const c = alias(ctx, 'c');
+  const k = alias(ctx, 'k');
   const conditions = [
     `${c}.resource_type = ${typeParam}`,
-    `${c}.ref IN (${targets})`,
+    `${c}.ref = ${k}.ref`,
     ...(tokenIndex >= 0 ? [`${c}.code = ${p(ctx, indexKey(request.filters[tokenIndex].values[0]))}`] : []),
     `${c}.during && tstzrange(${p(ctx, toTimestamp(window.low))}::timestamptz, ${p(ctx, toTimestamp(window.high))}::timestamptz, '[]')`,
     ...request.filters[dateIndex].values.map((v) => dateCondition(ctx, `lower(${c}.during)`, `upper(${c}.during)`, v)),
   ];
   const covered = new Set([chainIndex, dateIndex, ...(tokenIndex >= 0 ? [tokenIndex] : [])]);
-  return { source: `(SELECT DISTINCT ${c}.resource_type, ${c}.id FROM search_compound ${c} WHERE ${conditions.join(' AND ')}) r`, covered };
+  // Per target, its window (LATERAL, kept apart by OFFSET 0): joined, the planner would read the
+  // window of every calendar in the store and hash it against the targets.
+  const windows = `(${targets}) ${k}(ref) CROSS JOIN LATERAL (SELECT ${c}.resource_type, ${c}.id FROM search_compound ${c} WHERE ${conditions.join(' AND ')} OFFSET 0) ${c}`;
+  return { source: `(SELECT DISTINCT ${c}.resource_type, ${c}.id FROM ${windows}) r`, covered };
+}
+
+/**
+ * `Type/id` of every resource of `type` the viewer sees that matches `filter` (the last link of a
+ * chain): through the filter's lookup index where it has one (`Schedule?actor=Practitioner/X`
+ * reads the practitioner's rows, not every Schedule in the store), else every resource of the
+ * type checked.
+ */
+function chainTargets(ctx: Ctx, type: string, filter: Filter): string {
+  const t = alias(ctx, 't');
+  const typeParam = p(ctx, type);
+  const def = searchParam(type, filter.param);
+  const drivable = def && DRIVER_PRIORITY[def.type] !== undefined && !filter.has && filter.modifier !== 'not' && filter.modifier !== 'missing' && filter.param !== '_id' && filter.param !== '_lastUpdated';
+  if (!drivable) {
+    return `SELECT ${t}.resource_type || '/' || ${t}.id FROM resource ${t} WHERE ${t}.resource_type = ${typeParam} AND NOT ${t}.deleted ${andIf(scopeSql(ctx, t))} AND ${filterSql(ctx, type, t, filter)}`;
+  }
+  const d = alias(ctx, 'd');
+  const values = filter.values.map((v) => valueCondition(ctx, def.type, d, v, filter.modifier)).join(filter.allOf ? ' AND ' : ' OR ');
+  return `SELECT DISTINCT ${d}.resource_type || '/' || ${d}.id FROM ${tableOf(def.type)} ${d} WHERE ${d}.resource_type = ${typeParam} AND ${d}.param = ${p(ctx, filter.param)} AND (${values})
+    AND EXISTS (SELECT 1 FROM resource ${t} WHERE ${t}.resource_type = ${d}.resource_type AND ${t}.id = ${d}.id AND NOT ${t}.deleted ${andIf(scopeSql(ctx, t))} OFFSET 0)`;
 }
 
 /**
