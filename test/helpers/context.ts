@@ -50,6 +50,8 @@ const ROOT = path.join(__dirname, '..', '..');
  * folder. A store from it gets its own job store identity, as a freshly migrated one would.
  */
 async function freshPglite(): Promise<Db> {
+  // Counted per test file for test/setup-cpu-times.ts.
+  (globalThis as { terminusPgliteOpens?: number }).terminusPgliteOpens = ((globalThis as { terminusPgliteOpens?: number }).terminusPgliteOpens ?? 0) + 1;
   const file = imagePath();
   if (fs.existsSync(file)) {
     try {

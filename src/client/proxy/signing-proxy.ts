@@ -44,8 +44,22 @@ export interface SigningProxy {
  */
 export async function startSigningProxy(o: SigningProxyOptions): Promise<SigningProxy> {
   const { session } = o;
-  const server = http.createServer((req, res) => {
+  const serve = (req: http.IncomingMessage, res: http.ServerResponse) => {
     void handle(session, req, res).catch((err: unknown) => proxyError(res, 500, 'internal', `the proxy failed: ${(err as Error).message}`));
+  };
+  const server = http.createServer(serve);
+  // A client that asks before sending its body (`Expect: 100-continue`, as curl does for large
+  // ones) gets the 413 instead of the go-ahead (RFC 9110 §10.1.1) and sends nothing: told to go
+  // ahead, it would still be sending when the proxy closes, and the reset that close causes can
+  // take the unread 413 with it.
+  server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (Number(req.headers['content-length'] ?? 0) > MAX_BODY_BYTES) {
+      res.setHeader('connection', 'close');
+      proxyError(res, 413, 'body_too_large', `the request body is larger than ${MAX_BODY_BYTES} bytes`);
+      return;
+    }
+    res.writeContinue();
+    serve(req, res);
   });
   let address: string;
   if (o.socket) {
