@@ -40,7 +40,10 @@ afterAll(async () => {
 
 test('a slot-mode $book of a new appointment sends at most 5 statements, BEGIN and COMMIT included', async () => {
   const body = { resourceType: 'Parameters', parameter: [{ name: 'appt-resource', resource: proposal() }] };
-  await f.terminus.audit.linkAll(); // the audit trail links earlier writes in the background: not this booking's statements
+  // The audit trail links earlier writes in the background, and makes the months' partitions
+  // after start (a write before that makes its month itself): neither is this booking's.
+  await f.terminus.audit.prepare();
+  await f.terminus.audit.linkAll();
   sent.length = 0;
   senders.length = 0;
   const res = await request(f.app).post('/fhir/Appointment/$book').set('content-type', 'application/fhir+json').send(body);
@@ -48,7 +51,7 @@ test('a slot-mode $book of a new appointment sends at most 5 statements, BEGIN a
   const statements = ownTransaction(sent);
   expect(statements[0]).toBe('BEGIN');
   expect(statements[statements.length - 1]).toBe('COMMIT');
-  expect(statements.length).toBeLessThanOrEqual(5);
+  if (statements.length > 5) throw new Error(`more than 5 statements:\n${statements.map((q) => q.slice(0, 300)).join('\n---\n')}`);
   // The slot's lock reads its Schedule and the Patient with it: no plain read of its own.
   const lock = statements.filter((s) => s.includes('FOR UPDATE'));
   expect(lock).toHaveLength(1);
@@ -66,7 +69,10 @@ test('a slot-mode $book of a new appointment sends at most 5 statements, BEGIN a
 test('a schedule-mode $book of a whole free slot sends at most 6 statements: the slot lookup, then the lock with the participants and the schedule', async () => {
   const { slot: _slot, ...appt } = proposal({ start: '2027-01-31T11:05:00Z', end: '2027-01-31T11:55:00Z' });
   const body = parameters({ 'appt-resource': appt, schedule: { valueReference: { reference: 'Schedule/Schedule-Read-Example' } } });
-  await f.terminus.audit.linkAll(); // the audit trail links earlier writes in the background: not this booking's statements
+  // The audit trail links earlier writes in the background, and makes the months' partitions
+  // after start (a write before that makes its month itself): neither is this booking's.
+  await f.terminus.audit.prepare();
+  await f.terminus.audit.linkAll();
   sent.length = 0;
   senders.length = 0;
   const res = await request(f.app).post('/fhir/Appointment/$book').set('content-type', 'application/fhir+json').send(body);
