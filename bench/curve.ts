@@ -266,7 +266,7 @@ async function oneSize(store: CurveStore, slots: number, largest: boolean, ca: R
           next: (c) => sc.load.next(c),
           expectStatus: (st) => st === sc.expect,
         });
-        if (r.errors) process.stdout.write(`  ${sc.name}: ${r.errors} errors ${JSON.stringify(r.statuses)}\n`);
+        if (r.errors) process.stdout.write(`  ${sc.name}: ${r.errors} errors ${JSON.stringify(r.statuses)}; the first: ${r.firstError}\n`);
         if (round >= 0) runs[sc.name].push(r);
       }
     }

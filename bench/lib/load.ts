@@ -10,6 +10,8 @@ export interface LoadResult {
   mean: number;
   errors: number;
   statuses: Record<number, number>;
+  /** The first answer of an unexpected status: request, status and the start of the body. */
+  firstError?: string;
 }
 
 export interface LoadRequest {
@@ -38,6 +40,7 @@ export async function runLoad(opts: {
   const latencies: number[] = [];
   const statuses: Record<number, number> = {};
   let errors = 0;
+  let firstError: string | undefined;
   let sent = 0;
   const started = performance.now();
   const deadline = started + opts.durationMs;
@@ -49,10 +52,13 @@ export async function runLoad(opts: {
       const req = await opts.next(id, n++);
       const t0 = performance.now();
       try {
-        const status = await send(url, agent, req);
+        const { status, body } = await send(url, agent, req);
         latencies.push(performance.now() - t0);
         statuses[status] = (statuses[status] ?? 0) + 1;
-        if (opts.expectStatus && !opts.expectStatus(status)) errors++;
+        if (opts.expectStatus && !opts.expectStatus(status)) {
+          errors++;
+          firstError ??= `${req.method ?? 'GET'} ${req.path.slice(0, 200)}: ${status} ${body ?? ''}`;
+        }
       } catch {
         errors++;
       }
@@ -73,16 +79,27 @@ export async function runLoad(opts: {
     mean: latencies.reduce((a, b) => a + b, 0) / Math.max(1, latencies.length),
     errors,
     statuses,
+    ...(firstError ? { firstError } : {}),
   };
 }
 
-function send(base: URL, agent: http.Agent, req: LoadRequest): Promise<number> {
+/** The status, and for an answer of 300 or above the start of its body (what the load reports of its first unexpected answer). */
+function send(base: URL, agent: http.Agent, req: LoadRequest): Promise<{ status: number; body?: string }> {
   return new Promise((resolve, reject) => {
     const r = http.request(
       { host: base.hostname, port: base.port, path: req.path, method: req.method ?? 'GET', headers: req.headers, agent },
       (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
+        const status = res.statusCode ?? 0;
+        if (status < 300) {
+          res.resume();
+          res.on('end', () => resolve({ status }));
+          return;
+        }
+        let body = '';
+        res.on('data', (c: Buffer) => {
+          if (body.length < 600) body += c.toString('utf8');
+        });
+        res.on('end', () => resolve({ status, body: body.slice(0, 600) }));
       },
     );
     r.on('error', reject);
