@@ -137,7 +137,8 @@ async function pgliteStore(slots: number): Promise<CurveStore> {
   let db: Db | undefined;
   return {
     kind: 'PGlite',
-    serverEnv: { DATA_DIR: dataDir },
+    // Empty, not left out: the server's environment starts from the bench's own, which names the PostgreSQL store.
+    serverEnv: { DATA_DIR: dataDir, DATABASE_URL: '', REDIS_URL: '', DATABASE_READ_URL: '' },
     open: () => openPglite(dataDir),
     query: async (sql, values) => {
       db ??= await openPglite(dataDir);
