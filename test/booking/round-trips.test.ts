@@ -48,7 +48,10 @@ test('a slot-mode $book of a new appointment sends at most 5 statements, BEGIN a
   senders.length = 0;
   const res = await request(f.app).post('/fhir/Appointment/$book').set('content-type', 'application/fhir+json').send(body);
   expect(res.status).toBe(201);
-  const statements = ownTransaction(sent);
+  // The month's audit partition, when the partitions made at start are not there yet for this
+  // process (seen on a busy machine), is made by the first write of the month: once a month, not
+  // a booking's round trip.
+  const statements = ownTransaction(sent).filter((q) => !/audit_event partitions|CREATE TABLE IF NOT EXISTS audit_event_/.test(q));
   expect(statements[0]).toBe('BEGIN');
   expect(statements[statements.length - 1]).toBe('COMMIT');
   if (statements.length > 5) throw new Error(`more than 5 statements:\n${statements.map((q) => q.slice(0, 300)).join('\n---\n')}`);
