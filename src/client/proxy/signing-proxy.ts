@@ -54,8 +54,7 @@ export async function startSigningProxy(o: SigningProxyOptions): Promise<Signing
   // take the unread 413 with it.
   server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
     if (Number(req.headers['content-length'] ?? 0) > MAX_BODY_BYTES) {
-      res.setHeader('connection', 'close');
-      proxyError(res, 413, 'body_too_large', `the request body is larger than ${MAX_BODY_BYTES} bytes`);
+      tooLarge(res);
       return;
     }
     res.writeContinue();
@@ -116,8 +115,7 @@ async function handle(session: ClientSession, req: http.IncomingMessage, res: ht
   const body = declared > MAX_BODY_BYTES ? 'too large' : await readBody(req);
   if (body === 'too large') {
     // Answered before the rest arrives, then the connection ends: nothing more is read.
-    res.setHeader('connection', 'close');
-    proxyError(res, 413, 'body_too_large', `the request body is larger than ${MAX_BODY_BYTES} bytes`);
+    tooLarge(res);
     res.on('finish', () => req.destroy());
     return;
   }
@@ -155,6 +153,12 @@ function sessionError(res: http.ServerResponse, err: unknown): void {
   if (err instanceof Unreachable) return proxyError(res, 502, 'server_unreachable', err.message);
   if (err instanceof GuardClientError) return proxyError(res, 502, 'login_refused', `the server's guard refused the session (${err.status}): ${err.message}`);
   proxyError(res, 502, 'proxy_failed', (err as Error).message);
+}
+
+/** 413 for a body over MAX_BODY_BYTES; the connection closes after it. */
+function tooLarge(res: http.ServerResponse): void {
+  res.setHeader('connection', 'close');
+  proxyError(res, 413, 'body_too_large', `the request body is larger than ${MAX_BODY_BYTES} bytes`);
 }
 
 function proxyError(res: http.ServerResponse, status: number, code: string, message: string): void {

@@ -55,7 +55,7 @@ const INDEX_TABLES: readonly IndexTable[] = [
     name: 'compound',
     table: 'search_compound',
     columns: [['ref', 'text'], ['code', 'text'], ['during', 'tstzrange']],
-    only: (type) => windowed(type),
+    only: windowed,
     rows: (index) => index.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range)]),
   },
   {

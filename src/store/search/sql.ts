@@ -191,8 +191,7 @@ function chainTargets(ctx: Ctx, type: string, filter: Filter): string {
   const t = alias(ctx, 't');
   const typeParam = p(ctx, type);
   const def = searchParam(type, filter.param);
-  const drivable = def && DRIVER_PRIORITY[def.type] !== undefined && !filter.has && filter.modifier !== 'not' && filter.modifier !== 'missing' && filter.param !== '_id' && filter.param !== '_lastUpdated';
-  if (!drivable) {
+  if (!def || driverRank(type, filter) === undefined) {
     return `SELECT ${t}.resource_type || '/' || ${t}.id FROM resource ${t} WHERE ${t}.resource_type = ${typeParam} AND NOT ${t}.deleted ${andIf(scopeSql(ctx, t))} AND ${filterSql(ctx, type, t, filter)}`;
   }
   const d = alias(ctx, 'd');
@@ -287,15 +286,20 @@ function pickDriver(request: SearchRequest): number {
   let best = -1;
   let bestRank = Infinity;
   request.filters.forEach((f, i) => {
-    if (f.chain.length || f.has || f.modifier === 'not' || f.modifier === 'missing' || f.param === '_id' || f.param === '_lastUpdated') return;
-    const def = searchParam(request.resourceType, f.param);
-    const rank = def ? DRIVER_PRIORITY[def.type] : undefined;
+    const rank = driverRank(request.resourceType, f);
     if (rank !== undefined && rank < bestRank) {
       best = i;
       bestRank = rank;
     }
   });
   return best;
+}
+
+/** DRIVER_PRIORITY of a filter that can yield candidates through its lookup index; undefined when it cannot (a chain, `_has`, `:not`, `:missing`, `_id`, `_lastUpdated`). */
+function driverRank(type: string, f: Filter): number | undefined {
+  if (f.chain.length || f.has || f.modifier === 'not' || f.modifier === 'missing' || f.param === '_id' || f.param === '_lastUpdated') return undefined;
+  const def = searchParam(type, f.param);
+  return def ? DRIVER_PRIORITY[def.type] : undefined;
 }
 
 function tableOf(type: string): string {
