@@ -85,7 +85,13 @@ async function bytesOfSlots(admin: Pool, schema: string, slots: number): Promise
   let total = 0;
   for (const t of tables) {
     if (t.name === 'booking_slot') total += Number(t.bytes);
-    else if (t.typed && t.name !== 'search_generation') {
+    else if (t.name === 'search_token_value') {
+      // Shared by every type: the share of the values Slots use.
+      const { rows } = await admin.query<{ share: number | null }>(
+        `SELECT count(DISTINCT value_id) FILTER (WHERE resource_type = 'Slot')::float8 / nullif(count(DISTINCT value_id), 0) AS share FROM ${schema}.search_token_row`,
+      );
+      total += Number(t.bytes) * Number(rows[0].share ?? 0);
+    } else if (t.typed && t.name !== 'search_generation') {
       const { rows } = await admin.query<{ share: number | null }>(`SELECT avg((resource_type = 'Slot')::int) AS share FROM ${schema}.${t.name}`);
       total += Number(t.bytes) * Number(rows[0].share ?? 0);
     }

@@ -4,8 +4,9 @@ import { gone, notFound, preconditionFailed } from '../server-lib/outcomes';
 import type { Caller } from '../common/identity';
 import { canSee } from '../server-lib/owner';
 import { retriedTransaction, SqlState, TRANSIENT_STATES, type Db, type ReadRouting, type RetryOptions } from './db';
-import { extractIndexRows, type IndexRows } from './search/extract';
-import { deleteIndexRows, deleteIndexRowsOf, indexWriteCtes, insertIndexRows } from './search/index-writer';
+import { extractIndexRows } from './search/extract';
+import { deleteIndexRows, deleteIndexRowsOf, indexWriteCtes, insertIndexRows, writableRows, WRITE_RESULT, type WritableIndexRows } from './search/index-writer';
+import { TokenValues, type TokenValueRow } from './search/token-values';
 import { executeSearch, type SearchRequest, type SearchResult } from './search/sql';
 import type { SearchWindowCache } from './search/window-cache';
 import type { WriteEvent, WriteInterceptor, WriteOrigin, WrittenEvent } from './write-interceptors';
@@ -85,6 +86,8 @@ export class Repository {
   private acting: { origin: WriteOrigin; writer?: Pick<Caller, 'institution' | 'isOwner' | 'patient'> } = { origin: 'rest' };
   /** The store's read replicas (DATABASE_READ_URL), kept by every view of this repository, transactions included. */
   private routing?: ReadRouting;
+  /** Ids of the token values written (search_token_value), shared by every view of this repository. */
+  private tokenValues = new TokenValues();
 
   constructor(
     readonly db: Db,
@@ -104,6 +107,7 @@ export class Repository {
     view.locked = this.locked;
     view.acting = { origin, writer };
     view.routing = this.routing;
+    view.tokenValues = this.tokenValues;
     return view;
   }
 
@@ -112,6 +116,7 @@ export class Repository {
     const bound = new Repository(db, this.baseUrl, this.now, this.interceptors, this.searchCache);
     bound.acting = this.acting;
     bound.routing = this.routing;
+    bound.tokenValues = this.tokenValues;
     return bound;
   }
 
@@ -311,7 +316,8 @@ export class Repository {
         const stored = chunk.map((r) => ({ ...r, meta: { ...r.meta, versionId: '1', lastUpdated } }) as Resource);
         const rows = stored.map((r) => [r.resourceType, r.id, 1, lastUpdated, false, r]);
         await insertMany(tx.db, 'resource (resource_type, id, version_id, last_updated, deleted, content)', rows);
-        await insertIndexRows(tx.db, stored.map((r) => ({ type: r.resourceType, id: r.id as string, index: extractIndexRows(r, this.baseUrl) })));
+        const indexes = await writableRows(tx.db, this.tokenValues, stored.map((r) => extractIndexRows(r, this.baseUrl)));
+        await insertIndexRows(tx.db, stored.map((r, k) => ({ type: r.resourceType, id: r.id as string, index: indexes[k] })));
       });
     }
   }
@@ -367,8 +373,10 @@ export class Repository {
         // One statement (data-modifying CTEs): the resource row, its version, its index rows and
         // the caller's rows alongside change together in a single round trip.
         const observed = tx.alongWrites({ interaction: opts.interaction ?? (row && !row.deleted ? 'update' : 'create'), type, id, versionId, resource: stored });
-        const { sql, params } = writeStatement({ type, id, versionId, lastUpdated, stored, owner, exists: !!row }, extractIndexRows(stored, this.baseUrl), joined(opts.alongside?.(id), observed));
-        await tx.db.query(sql, params, { prepare: true });
+        const index = extractIndexRows(stored, this.baseUrl);
+        const { sql, params } = writeStatement({ type, id, versionId, lastUpdated, stored, owner, exists: !!row }, { ...index, tokenValueIds: this.tokenValues.idsKnown(tx.db, index.tokens) }, joined(opts.alongside?.(id), observed));
+        const { rows: values } = await tx.db.query<TokenValueRow>(sql, params, { prepare: true });
+        this.tokenValues.learn(tx.db, values);
         tx.remember(type, id, { resource: stored, deleted: false, owner, versionId });
         tx.wroteFor(this.acting.writer);
         return { resource: stored, created: !row || row.deleted };
@@ -434,7 +442,7 @@ export function checkIfMatch(ifMatch: string | undefined, current: number): void
  */
 function writeStatement(
   w: { type: string; id: string; versionId: number; lastUpdated: string; stored: Resource; owner: string | null; exists: boolean },
-  rows: IndexRows,
+  rows: WritableIndexRows,
   alongside?: Alongside,
 ): { sql: string; params: unknown[] } {
   const params: unknown[] = w.exists ? [w.type, w.id, w.versionId, w.lastUpdated, w.stored] : [w.type, w.id, w.versionId, w.lastUpdated, w.stored, w.owner];
@@ -454,7 +462,7 @@ function writeStatement(
     params.push(...alongside.params);
     alongside.statements.forEach((text, i) => ctes.push(`alongside_${i} AS (${text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + offset}`)})`));
   }
-  return { sql: `WITH ${ctes.join(',\n')} SELECT 1`, params };
+  return { sql: `WITH ${ctes.join(',\n')} ${WRITE_RESULT}`, params };
 }
 
 /** Multi-row INSERT, split to stay under PostgreSQL's 65535 bind parameters. */

@@ -32,7 +32,7 @@ describe('index rows of a new version', () => {
   /** Each index row of the Slot as `table param value` → ctid. */
   const rows = async (): Promise<Record<string, string>> => {
     const { rows: found } = await ctx.db.query<{ k: string; ctid: string }>(
-      `SELECT 'token ' || param || ' ' || code AS k, ctid::text AS ctid FROM search_token WHERE resource_type = 'Slot' AND id = 'ir-1'
+      `SELECT 'token ' || v.param || ' ' || v.code AS k, t.ctid::text AS ctid FROM search_token_row t JOIN search_token_value v ON v.value_id = t.value_id WHERE t.resource_type = 'Slot' AND t.id = 'ir-1'
        UNION ALL SELECT 'reference ' || param || ' ' || target_url, ctid::text FROM search_reference WHERE resource_type = 'Slot' AND id = 'ir-1'
        UNION ALL SELECT 'date ' || param || ' ' || to_char(low AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI'), ctid::text FROM search_date WHERE resource_type = 'Slot' AND id = 'ir-1'
        UNION ALL SELECT 'compound ' || code || ' ' || to_char(lower(during) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI'), ctid::text FROM search_compound WHERE resource_type = 'Slot' AND id = 'ir-1'`,

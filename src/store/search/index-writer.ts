@@ -2,14 +2,52 @@ import type { Db } from '../db';
 import { toTimestamp } from './dates';
 import type { CompoundRow, IndexRows } from './extract';
 import { COMPOUND_INDEXES, TOKEN_DATE_INDEXES } from './parameters';
+import { tokenValueColumns, valueOrder, type TokenValues } from './token-values';
 
 /**
- * The only writer of the search tables (migrations 001-005, 007): which tables there are, their
+ * The only writer of the search tables (migrations 001-008): which tables there are, their
  * columns and how a resource's `IndexRows` fill them, and the three ways rows change: the
  * CTEs of one version's write (`indexWriteCtes`), the removal of a deleted resource's rows
  * (`deleteIndexRows`) and the insert of many new resources at once (`insertIndexRows`). Each
  * keeps `search_generation` in step with the compound rows it adds or removes.
  */
+
+/**
+ * A resource's index rows with the ids of its token values where they are known (`TokenValues`):
+ * what the tables take. A version's write statement inserts the values with no id yet itself
+ * (`TOKEN_VALUES_CTE`); a bulk load has them all.
+ */
+export interface WritableIndexRows extends IndexRows {
+  /** The `search_token_value` id of each of `tokens`, in order; undefined: not known yet. */
+  tokenValueIds: readonly (number | undefined)[];
+}
+
+/** The index rows of resources with every token value's id, asked for in one statement (`Repository.bulkLoad`). */
+export async function writableRows(db: Db, values: TokenValues, indexes: readonly IndexRows[]): Promise<WritableIndexRows[]> {
+  const ids = await values.ids(db, indexes.flatMap((index) => index.tokens));
+  let at = 0;
+  return indexes.map((index) => ({ ...index, tokenValueIds: ids.slice(at, (at += index.tokens.length)) }));
+}
+
+/**
+ * The CTE of a version's write that inserts the token values it has no id for, in key order, and
+ * returns the ids of all of them: a value another writer inserted first (committed, or committed
+ * while this one waits for it) is returned by its no-op update, which locks it as the insert would.
+ * Only values never seen by this process come here (`TokenValues` keeps the others), so the lock
+ * and the row version it leaves are a first write's cost, not every write's.
+ */
+const TOKEN_VALUES_CTE = 'tv';
+function tokenValuesCte(params: unknown[], index: WritableIndexRows): string {
+  const unknown = index.tokens.filter((_, k) => index.tokenValueIds[k] === undefined).map(tokenValueColumns).sort(valueOrder);
+  const first = pushColumns(params, 5, unknown);
+  return `${TOKEN_VALUES_CTE} AS (INSERT INTO search_token_value (param, system, code, system_full, code_full)
+    SELECT u.c0, u.c1, u.c2, u.c3, u.c4 FROM unnest($${first}::text[], $${first + 1}::text[], $${first + 2}::text[], $${first + 3}::text[], $${first + 4}::text[]) WITH ORDINALITY AS u(c0, c1, c2, c3, c4, n) ORDER BY u.n
+    ON CONFLICT (param, code, system) DO UPDATE SET param = EXCLUDED.param
+    RETURNING value_id, param, system, code)`;
+}
+
+/** The SELECT list that ends a version's write statement: the token values it inserted or found, for `TokenValues.learn`. */
+export const WRITE_RESULT = `SELECT value_id, param, system, code FROM ${TOKEN_VALUES_CTE}`;
 
 /** One search table: the columns after (resource_type, id), with their SQL types, and its rows of a resource. */
 interface IndexTable {
@@ -19,7 +57,12 @@ interface IndexTable {
   readonly columns: readonly (readonly [column: string, sqlType: string])[];
   /** The resource types with rows here (all when absent): a write of another type leaves the table alone. */
   readonly only?: (type: string) => boolean;
-  rows(index: IndexRows): unknown[][];
+  rows(index: WritableIndexRows): unknown[][];
+  /**
+   * In a version's write, where the rows come from when not all are in `rows` (SQL yielding
+   * `u(c0, ...)`, given the first parameter number of `rows`' arrays).
+   */
+  writeSource?(first: number): string;
 }
 
 /**
@@ -28,10 +71,13 @@ interface IndexTable {
  */
 const INDEX_TABLES: readonly IndexTable[] = [
   {
+    // The values themselves are in search_token_value (token-values.ts); reads use the view search_token.
     name: 'token',
-    table: 'search_token',
-    columns: [['param', 'text'], ['system', 'text'], ['code', 'text'], ['system_full', 'text'], ['code_full', 'text']],
-    rows: (index) => index.tokens.map((t) => [t.param, t.system, t.code, t.systemFull ?? null, t.codeFull ?? null]),
+    table: 'search_token_row',
+    columns: [['value_id', 'int4']],
+    rows: (index) => index.tokenValueIds.filter((id) => id !== undefined).map((id) => [id]),
+    // The known ids, and those of the values the statement inserts or finds (TOKEN_VALUES_CTE).
+    writeSource: (first) => `(SELECT value_id FROM ${TOKEN_VALUES_CTE} UNION ALL SELECT unnest($${first}::int4[])) AS u(c0)`,
   },
   {
     name: 'reference',
@@ -63,7 +109,8 @@ const INDEX_TABLES: readonly IndexTable[] = [
     table: 'search_token_date',
     columns: [['system', 'text'], ['code', 'text'], ['during', 'tstzrange']],
     only: (type) => TOKEN_DATE_INDEXES[type] !== undefined,
-    rows: (index) => index.tokenDates.map((x) => [x.system, x.code, rangeLiteral(x.range)]),
+    // An absent system is '' here as in search_token_value (migrations/008): one condition serves both.
+    rows: (index) => index.tokenDates.map((x) => [x.system ?? '', x.code, rangeLiteral(x.range)]),
   },
 ];
 
@@ -111,11 +158,11 @@ function pushColumns(params: unknown[], width: number, rows: unknown[][]): numbe
  * type's shape, not on how many rows it has, so PostgreSQL prepares it once per connection.
  * `owned`: the resource has an owner (search_generation counts owned compound rows).
  */
-export function indexWriteCtes(params: unknown[], w: { type: string; exists: boolean; owned: boolean }, index: IndexRows): string[] {
-  const ctes: string[] = [];
+export function indexWriteCtes(params: unknown[], w: { type: string; exists: boolean; owned: boolean }, index: WritableIndexRows): string[] {
+  const ctes: string[] = [tokenValuesCte(params, index)];
   for (const t of tablesOf(w.type)) {
     const first = pushColumns(params, t.columns.length, t.rows(index));
-    const source = unnestRows(t.columns.map(([, type]) => type), first);
+    const source = t.writeSource ? t.writeSource(first) : unnestRows(t.columns.map(([, type]) => type), first);
     const names = t.columns.map((_, k) => `c${k}`).join(', ');
     const insert = `INSERT INTO ${t.table} (resource_type, id, ${t.columns.map(([c]) => c).join(', ')}) SELECT $1, $2, ${names} FROM ${source}`;
     // A write of a windowed type reports the compound rows it changes to the generation CTE.
@@ -160,8 +207,9 @@ export async function deleteIndexRowsOf(db: Db, type: string, ids: string[], own
  * statement: per table one INSERT from arrays with the type and id of each row, and the raised
  * generations of every (type, reference, day) their compound rows fall in.
  */
-export async function insertIndexRows(db: Db, resources: { type: string; id: string; index: IndexRows }[]): Promise<void> {
+export async function insertIndexRows(db: Db, resources: { type: string; id: string; index: WritableIndexRows }[]): Promise<void> {
   const params: unknown[] = [];
+  if (resources.some((r) => r.index.tokenValueIds.some((id) => id === undefined))) throw new Error('insertIndexRows: token values without an id (writableRows resolves them)');
   const ctes = INDEX_TABLES.map((t) => {
     const rows = resources.flatMap((r) => t.rows(r.index).map((row) => [r.type, r.id, ...row]));
     const first = pushColumns(params, t.columns.length + 2, rows);

@@ -391,10 +391,12 @@ function valueCondition(ctx: Ctx, type: string, x: string, value: string, modifi
 /** `system|code`, `code`, `|code` (no system), `system|` (any code in system). */
 function tokenCondition(ctx: Ctx, x: string, value: string): string {
   const bar = value.indexOf('|');
+  // An absent system or code is stored as '' (migrations/008), which no search value names.
+  if (value === '') return 'false';
   if (bar < 0) return `${x}.code = ${p(ctx, indexKey(value))}`;
   const system = value.slice(0, bar);
   const code = value.slice(bar + 1);
-  if (system === '') return `${x}.system IS NULL AND ${x}.code = ${p(ctx, indexKey(code))}`;
+  if (system === '') return code === '' ? 'false' : `${x}.system = '' AND ${x}.code = ${p(ctx, indexKey(code))}`;
   if (code === '') return `${x}.system = ${p(ctx, indexKey(system))}`;
   return `${x}.system = ${p(ctx, indexKey(system))} AND ${x}.code = ${p(ctx, indexKey(code))}`;
 }
@@ -486,7 +488,7 @@ function sortSql(ctx: Ctx, type: string, param: string, descending: boolean): st
         ? ['search_string', whole('s', 'norm')]
         : def.type === 'reference'
           ? ['search_reference', 's.target_url']
-          : ['search_token', whole('s', 'code')];
+          : ['search_token', `NULLIF(${whole('s', 'code')}, '')`];
   return `(SELECT ${agg}(${col}) FROM ${table} s WHERE s.resource_type = m.resource_type AND s.id = m.id AND s.param = ${p(ctx, param)}) ${dir} NULLS LAST`;
 }
 
