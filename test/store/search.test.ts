@@ -253,6 +253,38 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
     expect(Number(rows[0].n)).toBe(0);
   });
 
+  test('window rows: a range of a day is found from up to 24 h before the window (B-tree), a longer one through the GiST of long ranges', async () => {
+    const at = (id: string, start: string) => ({ resourceType: 'Slot', id, schedule: { reference: 'Schedule/s1' }, serviceType: [{ coding: [{ system: ST, code: '177' }] }], status: 'free', start, end: start }) as Resource;
+    // Stored as given (no validation here): a date, a month.
+    await repo.update(at('sl-day', '2027-04-10'));
+    await repo.update(at('sl-month', '2027-05'));
+    try {
+      const { rows } = await ctx.db.query<{ id: string; c: boolean; t: boolean }>(
+        `SELECT c.id, c.short AS c, t.short AS t FROM search_compound c JOIN search_token_date t USING (resource_type, id) WHERE c.resource_type = 'Slot' AND c.id IN ('sl-day', 'sl-month') ORDER BY c.id`,
+      );
+      expect(rows).toEqual([
+        { id: 'sl-day', c: true, t: true },
+        { id: 'sl-month', c: false, t: false },
+      ]);
+      const day = 'start=ge2027-04-10T12:00:00Z&start=le2027-04-10T13:00:00Z';
+      const month = 'start=ge2027-05-20&start=le2027-05-21';
+      for (const [lead, window, expected] of [
+        ['schedule=s1&status=free', day, ['sl-day']],
+        ['schedule=s1&status=free', month, ['sl-month']],
+        ['schedule.actor=Practitioner/doc1', day, ['sl-day']],
+        ['schedule.actor=Practitioner/doc1', month, ['sl-month']],
+        [`service-type=${ST}|177`, day, ['sl-day']],
+        [`service-type=${ST}|177`, month, ['sl-month']],
+        ['schedule=s1', 'start=ge2027-04-11', ['sl-month']],
+      ] as const) {
+        expect([lead, window, await ids('Slot', `${lead}&${window}`)]).toEqual([lead, window, expected]);
+      }
+    } finally {
+      await repo.delete('Slot', 'sl-day');
+      await repo.delete('Slot', 'sl-month');
+    }
+  });
+
   test("a chain's targets through their lookup index leave out a deleted target", async () => {
     await repo.update({ resourceType: 'Schedule', id: 's9', active: true, actor: [{ reference: 'Practitioner/doc9' }] } as Resource);
     await repo.update({ resourceType: 'Slot', id: 'sl8', schedule: { reference: 'Schedule/s9' }, status: 'free', start: '2027-03-01T09:00:00Z', end: '2027-03-01T09:15:00Z' } as Resource);

@@ -1,7 +1,7 @@
 import type { Db } from '../db';
 import { toTimestamp } from './dates';
 import type { CompoundRow, IndexRows } from './extract';
-import { COMPOUND_INDEXES, TOKEN_DATE_INDEXES } from './parameters';
+import { COMPOUND_INDEXES, SHORT_RANGE_MS, TOKEN_DATE_INDEXES } from './parameters';
 import { tokenValueColumns, valueOrder, type TokenValues } from './token-values';
 
 /**
@@ -100,17 +100,17 @@ const INDEX_TABLES: readonly IndexTable[] = [
   {
     name: 'compound',
     table: 'search_compound',
-    columns: [['ref', 'text'], ['code', 'text'], ['during', 'tstzrange']],
+    columns: [['ref', 'text'], ['code', 'text'], ['during', 'tstzrange'], ['short', 'bool']],
     only: windowed,
-    rows: (index) => index.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range)]),
+    rows: (index) => index.compounds.map((c) => [c.ref, c.code, rangeLiteral(c.range), isShort(c.range)]),
   },
   {
     name: 'token_date',
     table: 'search_token_date',
-    columns: [['system', 'text'], ['code', 'text'], ['during', 'tstzrange']],
+    columns: [['system', 'text'], ['code', 'text'], ['during', 'tstzrange'], ['short', 'bool']],
     only: (type) => TOKEN_DATE_INDEXES[type] !== undefined,
     // An absent system is '' here as in search_token_value (migrations/008): one condition serves both.
-    rows: (index) => index.tokenDates.map((x) => [x.system ?? '', x.code, rangeLiteral(x.range)]),
+    rows: (index) => index.tokenDates.map((x) => [x.system ?? '', x.code, rangeLiteral(x.range), isShort(x.range)]),
   },
 ];
 
@@ -129,6 +129,11 @@ function tablesOf(type: string): IndexTable[] {
 /** Days since 1970-01-01 (UTC) of a compound row's date: the unit of search_generation. */
 export function generationDay(ms: number): number {
   return Math.floor(ms / 86_400_000);
+}
+
+/** A window row's range is short: finite and at most SHORT_RANGE_MS long. */
+function isShort(range: { low: number; high: number }): boolean {
+  return Number.isFinite(range.low) && Number.isFinite(range.high) && range.high - range.low <= SHORT_RANGE_MS;
 }
 
 /** Inclusive tstzrange literal of a date range. */

@@ -213,3 +213,10 @@ export interface TokenDateIndex {
 export const TOKEN_DATE_INDEXES: Partial<Record<string, TokenDateIndex>> = {
   Slot: { token: 'service-type', date: 'start' },
 };
+
+/**
+ * The longest date range the B-tree of `search_compound` and `search_token_date` holds (their
+ * `short` rows, migrations/009): a slot's few minutes, or a day given as a date. Longer and
+ * open-ended ranges are in the tables' GiST indexes.
+ */
+export const SHORT_RANGE_MS = 24 * 3_600_000;

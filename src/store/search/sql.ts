@@ -8,7 +8,7 @@ import { batchedReads } from './batched-reads';
 import { parseDateRange, toTimestamp, type DateRange } from './dates';
 import { normalizeString } from './extract';
 import { indexKey, leadingChars, PREFIX_CHARS } from './index-key';
-import { COMPOUND_INDEXES, searchParam, TOKEN_DATE_INDEXES } from './parameters';
+import { COMPOUND_INDEXES, searchParam, SHORT_RANGE_MS, TOKEN_DATE_INDEXES } from './parameters';
 import { splitDatePrefix, type Filter, type IncludeSpec, type SearchRequest } from './query';
 
 export type { SearchRequest } from './query';
@@ -135,15 +135,14 @@ function compoundDriver(ctx: Ctx, request: SearchRequest, typeParam: string): { 
   const { ref, refIndex, dateIndex, tokenIndex, window } = found;
   const c = alias(ctx, 'c');
   const dates = request.filters[dateIndex].values;
-  const conditions = [
+  const keys = [
     `${c}.resource_type = ${typeParam}`,
     `${c}.ref = ${p(ctx, ref)}`,
     ...(tokenIndex >= 0 ? [`${c}.code = ${p(ctx, indexKey(request.filters[tokenIndex].values[0]))}`] : []),
-    `${c}.during && tstzrange(${p(ctx, toTimestamp(window.low))}::timestamptz, ${p(ctx, toTimestamp(window.high))}::timestamptz, '[]')`,
-    ...dates.map((v) => dateCondition(ctx, `lower(${c}.during)`, `upper(${c}.during)`, v)),
   ];
+  const rows = windowRows(ctx, 'search_compound', c, keys, window, dates);
   const covered = new Set([refIndex, dateIndex, ...(tokenIndex >= 0 ? [tokenIndex] : [])]);
-  return { source: `(SELECT DISTINCT ${c}.resource_type, ${c}.id FROM search_compound ${c} WHERE ${conditions.join(' AND ')}) r`, covered };
+  return { source: `(SELECT DISTINCT ${c}.resource_type, ${c}.id FROM (${rows}) ${c}) r`, covered };
 }
 
 /**
@@ -167,17 +166,16 @@ function chainedCompoundDriver(ctx: Ctx, request: SearchRequest, typeParam: stri
   const window = boundingWindow(request.filters[dateIndex].values);
   const c = alias(ctx, 'c');
   const k = alias(ctx, 'k');
-  const conditions = [
+  const keys = [
     `${c}.resource_type = ${typeParam}`,
     `${c}.ref = ${k}.ref`,
     ...(tokenIndex >= 0 ? [`${c}.code = ${p(ctx, indexKey(request.filters[tokenIndex].values[0]))}`] : []),
-    `${c}.during && tstzrange(${p(ctx, toTimestamp(window.low))}::timestamptz, ${p(ctx, toTimestamp(window.high))}::timestamptz, '[]')`,
-    ...request.filters[dateIndex].values.map((v) => dateCondition(ctx, `lower(${c}.during)`, `upper(${c}.during)`, v)),
   ];
+  const rows = windowRows(ctx, 'search_compound', c, keys, window, request.filters[dateIndex].values);
   const covered = new Set([chainIndex, dateIndex, ...(tokenIndex >= 0 ? [tokenIndex] : [])]);
   // Per target, its window (LATERAL, kept apart by OFFSET 0): joined, the planner would read the
   // window of every calendar in the store and hash it against the targets.
-  const windows = `(${targets}) ${k}(ref) CROSS JOIN LATERAL (SELECT ${c}.resource_type, ${c}.id FROM search_compound ${c} WHERE ${conditions.join(' AND ')} OFFSET 0) ${c}`;
+  const windows = `(${targets}) ${k}(ref) CROSS JOIN LATERAL (SELECT ${c}.resource_type, ${c}.id FROM (${rows}) ${c} OFFSET 0) ${c}`;
   return { source: `(SELECT DISTINCT ${c}.resource_type, ${c}.id FROM ${windows}) r`, covered };
 }
 
@@ -214,13 +212,26 @@ function tokenDateDriver(ctx: Ctx, request: SearchRequest, typeParam: string): {
   if (tokenIndex < 0 || dateIndex < 0) return undefined;
   const window = boundingWindow(request.filters[dateIndex].values);
   const x = alias(ctx, 'x');
-  const conditions = [
-    `${x}.resource_type = ${typeParam}`,
-    tokenCondition(ctx, x, request.filters[tokenIndex].values[0]),
-    `${x}.during && tstzrange(${p(ctx, toTimestamp(window.low))}::timestamptz, ${p(ctx, toTimestamp(window.high))}::timestamptz, '[]')`,
-    ...request.filters[dateIndex].values.map((v) => dateCondition(ctx, `lower(${x}.during)`, `upper(${x}.during)`, v)),
+  const keys = [`${x}.resource_type = ${typeParam}`, tokenCondition(ctx, x, request.filters[tokenIndex].values[0])];
+  const rows = windowRows(ctx, 'search_token_date', x, keys, window, request.filters[dateIndex].values);
+  return { source: `(SELECT DISTINCT ${x}.resource_type, ${x}.id FROM (${rows}) ${x}) r`, covered: new Set([tokenIndex, dateIndex]) };
+}
+
+/**
+ * The rows of a window table (`search_compound`, `search_token_date`) under alias `a` that match
+ * `keys` (conditions on its other columns) and the date filter's `values` within `window`: its
+ * short ranges through the B-tree over their start (a short range overlaps the window only if it
+ * starts at most SHORT_RANGE_MS before it), the others through their GiST index (migrations/009).
+ */
+function windowRows(ctx: Ctx, table: string, a: string, keys: string[], window: DateRange, values: string[]): string {
+  const overlaps = `${a}.during && tstzrange(${p(ctx, toTimestamp(window.low))}::timestamptz, ${p(ctx, toTimestamp(window.high))}::timestamptz, '[]')`;
+  const matches = [overlaps, ...values.map((v) => dateCondition(ctx, `lower(${a}.during)`, `upper(${a}.during)`, v))];
+  const starts = [
+    `lower(${a}.during) >= ${p(ctx, toTimestamp(window.low - SHORT_RANGE_MS))}::timestamptz`,
+    `lower(${a}.during) <= ${p(ctx, toTimestamp(window.high))}::timestamptz`,
   ];
-  return { source: `(SELECT DISTINCT ${x}.resource_type, ${x}.id FROM search_token_date ${x} WHERE ${conditions.join(' AND ')}) r`, covered: new Set([tokenIndex, dateIndex]) };
+  const select = (conditions: string[]) => `SELECT ${a}.resource_type, ${a}.id FROM ${table} ${a} WHERE ${[...keys, ...conditions, ...matches].join(' AND ')}`;
+  return `${select([`${a}.short`, ...starts])} UNION ALL ${select([`NOT ${a}.short`])}`;
 }
 
 /** The filters of a request the compound index can drive, and the reference target and date window they ask for. */
