@@ -69,7 +69,14 @@ export function bookingTables(db: Db): BookingTables {
     },
     async slotsOverlapping(scheduleId, window) {
       const { rows } = await db.query<{ slot_id: string }>(
-        'SELECT slot_id FROM booking_slot WHERE schedule_id = $1 AND during && $2::tstzrange ORDER BY slot_id',
+        // A slot of at most a day starts at most a day before the window (the B-tree of short slots);
+        // longer ones are found through their GiST index (migrations/204_booking_slot_cheaper.sql).
+        `SELECT slot_id FROM booking_slot
+          WHERE schedule_id = $1 AND short AND during && $2::tstzrange
+            AND lower(during) >= coalesce(lower($2::tstzrange) - interval '24 hours', '-infinity') AND lower(during) <= coalesce(upper($2::tstzrange), 'infinity')
+         UNION ALL
+         SELECT slot_id FROM booking_slot WHERE schedule_id = $1 AND NOT short AND during && $2::tstzrange
+         ORDER BY slot_id`,
         [scheduleId, tstzrange(window)],
         { prepare: true },
       );

@@ -85,6 +85,24 @@ describe('Appointment/$book (ISiK Stufe 5 S5-7, S5-8)', () => {
     expect(again.body.issue[0].code).toBe('conflict');
   });
 
+  test('schedule mode finds a slot of 20 hours that began the evening before, and one of three days (the two ways into booking_slot)', async () => {
+    await put(f, freeSlot('overnight', '2027-03-10T18:00:00Z', '2027-03-11T14:00:00Z'));
+    await put(f, freeSlot('three-days', '2027-03-05T08:00:00Z', '2027-03-08T08:00:00Z'));
+    const { rows } = await f.ctx.db.query<{ slot_id: string; short: boolean }>("SELECT slot_id, short FROM booking_slot WHERE slot_id IN ('overnight', 'three-days') ORDER BY slot_id");
+    expect(rows).toEqual([
+      { slot_id: 'overnight', short: true },
+      { slot_id: 'three-days', short: false },
+    ]);
+    for (const [slot, start, end] of [
+      ['overnight', '2027-03-11T12:00:00Z', '2027-03-11T12:30:00Z'],
+      ['three-days', '2027-03-07T10:00:00Z', '2027-03-07T10:30:00Z'],
+    ]) {
+      const { slot: _slot, ...appt } = proposal({ start, end });
+      const res = await book(f, parameters({ 'appt-resource': appt, schedule: { valueReference: { reference: 'Schedule/Schedule-Read-Example' } } }));
+      expect([slot, res.status, res.body.slot]).toEqual([slot, 201, [{ reference: `Slot/${slot}` }]]);
+    }
+  });
+
   test('FHIR XML in and out: 201 with the booked Appointment as XML', async () => {
     await put(f, freeSlot('xml-slot', '2027-02-02T10:00:00Z', '2027-02-02T10:30:00Z'));
     const body = toXml(proposal({ start: '2027-02-02T10:00:00Z', end: '2027-02-02T10:30:00Z', slot: [{ reference: 'Slot/xml-slot' }] }));
