@@ -30,7 +30,7 @@ import { startReceivers } from './lib/subscription-receivers';
 import { medianOf } from './pep';
 import { DEFAULT_VOLUME, loadVolume } from './volume/generate';
 
-const SIZES = (process.env.BENCH_CURVE_SIZES ?? '10000,100000').split(',').map(Number);
+const SIZES = (process.env.BENCH_CURVE_SIZES ?? '10000,100000').split(',').filter(Boolean).map(Number);
 const PGLITE_SIZES = (process.env.BENCH_CURVE_PGLITE_SIZES ?? '10000,100000').split(',').filter(Boolean).map(Number);
 const CONNECTIONS = 16;
 const ROUNDS = 3;
@@ -235,14 +235,19 @@ async function oneSize(store: CurveStore, slots: number, largest: boolean, ca: R
     });
     // The appointments this run booked, not handed to the cancel load yet (one kept for the fan-out):
     // found through the API by the slots booked (the embedded store has one user, the server).
-    let askedUpTo = 0;
+    // Every slot a booking was signed for is asked for until its appointment is found: a signed
+    // booking a run did not send goes out in a later one.
+    const slotsFound = new Set<string>();
     const refill = async () => {
-      const slotIds = free.slice(askedUpTo, booked).map((f) => `Slot/${f.id}`);
-      askedUpTo = booked;
+      const slotIds = free
+        .slice(0, booked)
+        .filter((f) => !slotsFound.has(`Slot/${f.id}`))
+        .map((f) => `Slot/${f.id}`);
       for (let i = 0; i < slotIds.length; i += 100) {
-        const res = await bookers[0].client.request('GET', `${server!.url}/fhir/Appointment?status=booked&slot=${slotIds.slice(i, i + 100).join(',')}&_count=1000&_elements=id`, { headers: { accept: FHIR_JSON } });
+        const res = await bookers[0].client.request('GET', `${server!.url}/fhir/Appointment?status=booked&slot=${slotIds.slice(i, i + 100).join(',')}&_count=1000&_elements=id,slot`, { headers: { accept: FHIR_JSON } });
         if (res.status !== 200) throw new Error(`Appointment search: ${res.status} ${res.text.slice(0, 300)}`);
-        for (const e of (res.json as { entry?: { resource: { id: string } }[] }).entry ?? []) {
+        for (const e of (res.json as { entry?: { resource: { id: string; slot?: { reference?: string }[] } }[] }).entry ?? []) {
+          for (const s of e.resource.slot ?? []) if (s.reference) slotsFound.add(s.reference);
           const id = e.resource.id;
           if (handedOut.has(id)) continue;
           handedOut.add(id);
