@@ -5,7 +5,7 @@ import { COMPOUND_INDEXES, SHORT_RANGE_MS, TOKEN_DATE_INDEXES } from './paramete
 import { tokenValueColumns, valueOrder, type TokenValues } from './token-values';
 
 /**
- * The only writer of the search tables (migrations 001-008): which tables there are, their
+ * The only writer of the search tables (migrations 001-009): which tables there are, their
  * columns and how a resource's `IndexRows` fill them, and the three ways rows change: the
  * CTEs of one version's write (`indexWriteCtes`), the removal of a deleted resource's rows
  * (`deleteIndexRows`) and the insert of many new resources at once (`insertIndexRows`). Each
