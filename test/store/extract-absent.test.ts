@@ -1,7 +1,7 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { compiledFhirPath, evalFhirPathTyped, memberValues, toTypedValue, type TypedValue } from '../../src/server-lib/medplum';
+import { compiledFhirPath, evalFhirPathTyped, memberValues, singleTypeMemberValues, toTypedValue, type TypedValue } from '../../src/server-lib/medplum';
 import { demoResources } from '../../src/demo';
-import { absent, extractIndexRows } from '../../src/store/search/extract';
+import { absent, extractIndexRows, resolvedType } from '../../src/store/search/extract';
 import { RESOURCE_TYPES, searchParams } from '../../src/store/search/parameters';
 
 /**
@@ -37,6 +37,17 @@ const resources: Resource[] = [
   { resourceType: 'Encounter', id: 'e1', status: 'planned', class: { code: 'AMB' }, subject: { reference: 'Patient/p1' }, participant: [{ individual: { reference: 'Practitioner/d1' } }] },
   { resourceType: 'Slot', id: 's1', schedule: { reference: 'Schedule/x' }, status: 'free', start: '2031-01-01T08:00:00Z', end: '2031-01-01T08:15:00Z', _status: { extension: [{ url: 'urn:e', valueString: 'y' }] } } as Resource,
 ];
+
+// First in this file, before anything else here has loaded medplum's schema.
+test('a patient\'s identifier and e-mail are indexed although nothing in this process validated a resource first', () => {
+  const rows = extractIndexRows({ resourceType: 'Patient', id: 'p9', identifier: [{ system: 'http://fhir.de/sid/gkv/kvid-10', value: 'B987654321' }], telecom: [{ system: 'email', value: 'b@example.org' }] });
+  expect(rows.tokens.map((t) => `${t.param} ${t.system ?? ''}|${t.code ?? ''}`).sort()).toEqual([
+    'deceased |false',
+    'email email|b@example.org',
+    'identifier http://fhir.de/sid/gkv/kvid-10|B987654321',
+    'telecom email|b@example.org',
+  ]);
+});
 
 test('a parameter skipped as absent finds nothing with FHIRPath, for every parameter of every stored type', () => {
   let skipped = 0;
@@ -84,10 +95,14 @@ test('index rows are what FHIRPath gives for each parameter', () => {
   ]);
   expect(rows.references.map((r) => `${r.param} ${r.targetUrl}`).sort()).toEqual(['actor Patient/p1', 'patient Patient/p1', 'slot Slot/s1', 'supporting-info QuestionnaireResponse/q1']);
   expect(rows.dates).toEqual([]);
+  // A primitive with an extension keeps its token (medplum's typed step wraps it in a String object).
+  const slot = extractIndexRows(resources.find((r) => r.id === 's1')!);
+  expect(slot.tokens.filter((t) => t.param === 'status').map((t) => `${t.system}|${t.code}`)).toEqual(['http://hl7.org/fhir/slotstatus|free']);
 });
 
 test('a member step finds what FHIRPath finds for that name, on every element of every resource', () => {
   let compared = 0;
+  let read = 0;
   const walk = (node: TypedValue, depth: number) => {
     const value = node.value as Record<string, unknown>;
     if (!value || typeof value !== 'object' || depth > 4) return;
@@ -96,9 +111,58 @@ test('a member step finds what FHIRPath finds for that name, on every element of
       const direct = memberValues([node], name);
       expect({ at: `${node.type}.${name}`, found: direct }).toEqual({ at: `${node.type}.${name}`, found: evalFhirPathTyped(compiledFhirPath(name), [node]) });
       compared++;
+      const single = singleTypeMemberValues([node], name);
+      if (single !== undefined) {
+        expect({ at: `${node.type}.${name}`, found: single }).toEqual({ at: `${node.type}.${name}`, found: direct.map(({ type, value }) => ({ type, value })) });
+        read++;
+      }
       for (const child of direct) walk(child, depth + 1);
     }
   };
   for (const resource of resources) walk(toTypedValue(resource), 0);
   expect(compared).toBeGreaterThan(300);
+  // Most steps are read straight from the JSON; the rest (choices, primitive extensions) go through medplum.
+  expect(read).toBeGreaterThan(compared / 2);
+});
+
+test('the single-type step leaves to medplum what it cannot tell: a primitive\'s extension, a choice element', () => {
+  const appointment = toTypedValue(resources.find((r) => r.id === 'a1')!);
+  expect(singleTypeMemberValues([appointment], 'start')).toBeUndefined(); // `_start`
+  const patient = toTypedValue(resources.find((r) => r.id === 'p1')!);
+  expect(singleTypeMemberValues([patient], 'deceased')).toBeUndefined(); // deceasedDateTime
+  expect(singleTypeMemberValues([patient], 'gender')).toEqual([]);
+  expect(singleTypeMemberValues([patient], 'name')).toEqual([{ type: 'HumanName', value: { family: 'Müller', given: ['Anna'] } }]);
+});
+
+test('where(resolve() is T) keeps the references FHIRPath keeps, for every shape of reference', () => {
+  const actors: unknown[] = [
+    { reference: 'Patient/p1' },
+    { reference: 'Practitioner/d1' },
+    { reference: 'Patient/p1/_history/2' },
+    { reference: 'http://other.example/fhir/Patient/p1' },
+    { reference: 'urn:uuid:0b7d0c8e-1111-4c5e-9a43-2a6b1f1c1234' },
+    { reference: '#contained' },
+    { reference: 'p1' },
+    { reference: 'Patient?identifier=http://fhir.de/sid/gkv/kvid-10|A123456789' },
+    { reference: '' , type: 'Patient', identifier: { system: 'urn:s', value: 'v' } },
+    { type: 'Patient', identifier: { system: 'urn:s', value: 'v' } },
+    { type: 'Patient' },
+    { display: 'only a name' },
+    { reference: 'Location/room-1', type: 'Patient' },
+  ];
+  let kept = 0;
+  for (const target of ['Patient', 'Practitioner', 'Location']) {
+    const expression = `Appointment.participant.actor.where(resolve() is ${target})`;
+    for (const actor of actors) {
+      const appointment = { resourceType: 'Appointment', id: 'r', status: 'booked', participant: [{ actor, status: 'accepted' }] } as Resource;
+      const fhirpath = evalFhirPathTyped(compiledFhirPath(expression), [toTypedValue(appointment)]).map((v) => v.value);
+      const here = fhirpath.length > 0;
+      expect({ target, actor, kept: resolvedType(actor) === target }).toEqual({ target, actor, kept: here });
+      const param = { Patient: 'patient', Practitioner: 'practitioner', Location: 'location' }[target]!;
+      const rows = extractIndexRows(appointment).references.filter((r) => r.param === param);
+      expect({ target, actor, rows: rows.length }).toEqual({ target, actor, rows: here && (actor as { reference?: string }).reference ? 1 : 0 });
+      if (here) kept++;
+    }
+  }
+  expect(kept).toBeGreaterThanOrEqual(6);
 });

