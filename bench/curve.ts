@@ -28,6 +28,8 @@ import { ms, runLoad, type LoadResult } from './lib/load';
 import { startServerProcess, type ServerProcess } from './lib/server';
 import { startReceivers } from './lib/subscription-receivers';
 import { medianOf } from './pep';
+import { retireFreeSlots } from '../src/booking';
+import { bytesOfSlots } from './volume/bytes';
 import { DEFAULT_VOLUME, loadVolume } from './volume/generate';
 
 const SIZES = (process.env.BENCH_CURVE_SIZES ?? '10000,100000').split(',').filter(Boolean).map(Number);
@@ -76,6 +78,15 @@ interface SizeResult {
   cold: number[];
   fanout: number[];
   plans?: { name: string; query: string; plans: string[] }[];
+  /** At the largest size: bytes per stored slot and the retirement job's runs. */
+  largest?: { bytesPerSlot: number; retirements: Retirement[] };
+}
+
+/** One run of the retirement job: the free slots it removed and how long it took. */
+interface Retirement {
+  what: string;
+  slots: number;
+  seconds: number;
 }
 
 export async function benchCurve(): Promise<string> {
@@ -280,6 +291,7 @@ async function oneSize(store: CurveStore, slots: number, largest: boolean, ca: R
     await server.stop();
     server = undefined;
     const plans = largest ? await explain(store, pairs[0], searcher(0)) : undefined;
+    const atLargest = largest ? { bytesPerSlot: await bytesOfSlots(store.query, 'public', volume.slots, volume.slots >= 1_000_000 ? 1 : undefined), retirements: await retire(store) } : undefined;
     return {
       store: store.kind,
       slots: volume.slots,
@@ -290,6 +302,7 @@ async function oneSize(store: CurveStore, slots: number, largest: boolean, ca: R
       cold: coldMs,
       fanout,
       plans,
+      largest: atLargest,
     };
   } finally {
     await server?.stop();
@@ -408,6 +421,27 @@ async function until(done: () => Promise<boolean>, what: string, everyMs = 50): 
  * as a caller of `institution` (the guard's scope): the store's own SQL builder run against a Db
  * that records what it is asked, then each statement explained on the bench database.
  */
+/**
+ * The retirement job (SLOT_RETENTION_DAYS) on the loaded store: first the free slots of the volume's
+ * first day, what the daily job removes once the store is in step; then the rest of that week, a
+ * job catching up after a week without a run.
+ */
+async function retire(store: CurveStore): Promise<Retirement[]> {
+  const db = await store.open();
+  try {
+    const repo = new Repository(db, 'http://127.0.0.1/fhir');
+    const out: Retirement[] = [];
+    for (const [what, days] of [['a day (the daily run)', 1], ['the six days after it (a week\'s catch-up)', 7]] as const) {
+      const t0 = performance.now();
+      const slots = await retireFreeSlots(repo, new Date(DEFAULT_VOLUME.start.getTime() + days * 86_400_000));
+      out.push({ what, slots, seconds: (performance.now() - t0) / 1000 });
+    }
+    return out;
+  } finally {
+    await db.close();
+  }
+}
+
 async function explain(store: CurveStore, pair: Pair, institution: string): Promise<{ name: string; query: string; plans: string[] }[]> {
   const out = [];
   for (const shape of SEARCHES) {
@@ -435,6 +469,22 @@ const okRps = (m: LoadResult) => m.rps * (1 - m.errors / Math.max(1, m.requests)
 const statusText = (m: LoadResult) => Object.entries(m.statuses).map(([k, n]) => `${k}: ${n}`).join(', ');
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** Bytes per slot and the retirement job's cost at the largest PostgreSQL size. */
+function largestRows(last: SizeResult | undefined): string[] {
+  if (!last?.largest) return [];
+  const { bytesPerSlot, retirements } = last.largest;
+  return [
+    '',
+    `### Stored size and retirement at ${last.slots.toLocaleString('en')} slots`,
+    '',
+    `Bytes per stored slot (its resource, version, index and \`booking_slot\` rows with their indexes and TOAST; each table's size shared out by the share of its rows that are Slots${last.slots >= 1_000_000 ? ', the shares read off a 1 % page sample' : ''}): **${bytesPerSlot.toFixed(0)}**.`,
+    '',
+    '| retirement job run | free slots removed | s | slots/s |',
+    '|---|---|---|---|',
+    ...retirements.map((r) => `| ${r.what} | ${r.slots.toLocaleString('en')} | ${r.seconds.toFixed(1)} | ${(r.slots / Math.max(r.seconds, 1e-3)).toFixed(0)} |`),
+  ];
+}
 
 function report(results: SizeResult[], loadAtStart: string): string {
   const names = [...SEARCHES.map((s) => s.name), BOOK, CANCEL];
@@ -507,6 +557,7 @@ function report(results: SizeResult[], loadAtStart: string): string {
     `Cache-cold search: the first request of each of ${COLD} schedule-and-day windows after the server started, one at a time before any load (no window cache: \`SEARCH_CACHE_ENTRIES=0\`; PostgreSQL's buffers hold what the load and \`VACUUM\` left). Fan-out: ${FANOUT} id-only rest-hook subscriptions of the booking institution on appointment-update, each with a receiver on a port of its own; per event the time from sending a \`PATCH\` of one of its appointments until the last receiver has the notification.`,
     ...postgresRatios,
     ...embeddedRatios,
+    ...largestRows(last),
     '',
     'Reading: the store drives a search from one index and checks the other parameters row by row (src/store/search/sql.ts). Each of the three searches has an index that answers it whole: the search by schedule one window of the compound index (schedule, status, time); the chained search (`schedule.actor`) the practitioner\'s schedules through the `actor` reference index, then each one\'s window of the compound index; the service-type search one window of the token-and-date index (service type, time), whose answer is every calendar\'s slots of the service that day (about 3,000 at 500 calendars), so it costs more than a calendar\'s window but the same at any number of months stored. Searches of one shape that arrive together run as one statement; PostgreSQL runs the store\'s sessions without JIT (`jit=off`), which compiled each such batched statement for about a second. The embedded store (PGlite, one connection in the server\'s process) runs the same scenarios: its rows show the size up to which a trial on the default store stays usable.',
     `The aim (docs/requirements.md#performance-aims) is stated for 10,000,000 slots against 10,000: \`BENCH_CURVE_SIZES=10000,100000,1000000,10000000 npm run bench curve\`; loading 10^7 takes about ten times the 10^6 load above (70 to 75 minutes on this 2-core machine), the measurements a few minutes per size.`,

@@ -11,6 +11,7 @@ import { openDb } from '../src/store/db';
 import { migrate } from '../src/store/migrate';
 import { Repository } from '../src/store/repository';
 import { loadAverage } from './lib/cpu';
+import { bytesOfSlots } from './volume/bytes';
 import { DEFAULT_VOLUME, loadVolume } from './volume/generate';
 
 const SIZES = (process.env.BENCH_VOLUME_SIZES ?? '10000,100000').split(',').map(Number);
@@ -52,7 +53,7 @@ async function oneSize(databaseUrl: string, slots: number): Promise<string> {
     });
     const { rows: tables } = await admin.query<{ relname: string }>("SELECT c.relname FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = $1 AND c.relkind = 'r'", [schema]);
     for (const t of tables) await admin.query(`ANALYZE ${schema}.${t.relname}`);
-    const perSlot = await bytesOfSlots(admin, schema, report.slots);
+    const perSlot = await bytesOfSlots(async (sql, values) => (await admin.query(sql, values)).rows, schema, report.slots);
     const { rows: all } = await admin.query<{ bytes: string; n: string }>(
       `SELECT (SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = $1 AND c.relkind = 'r') AS bytes,
               (SELECT count(*) FROM ${schema}.resource) AS n`,
@@ -69,32 +70,4 @@ async function oneSize(databaseUrl: string, slots: number): Promise<string> {
     await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
     await admin.end();
   }
-}
-
-/**
- * Bytes of the Slot rows: each table's size (with its indexes and TOAST) shared out by the share
- * of its rows that belong to Slots.
- */
-async function bytesOfSlots(admin: Pool, schema: string, slots: number): Promise<number> {
-  const { rows: tables } = await admin.query<{ name: string; bytes: string; typed: boolean }>(
-    `SELECT c.relname AS name, pg_total_relation_size(c.oid) AS bytes,
-            EXISTS (SELECT 1 FROM information_schema.columns k WHERE k.table_schema = $1 AND k.table_name = c.relname AND k.column_name = 'resource_type') AS typed
-       FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE ns.nspname = $1 AND c.relkind = 'r'`,
-    [schema],
-  );
-  let total = 0;
-  for (const t of tables) {
-    if (t.name === 'booking_slot') total += Number(t.bytes);
-    else if (t.name === 'search_token_value') {
-      // Shared by every type: the share of the values Slots use.
-      const { rows } = await admin.query<{ share: number | null }>(
-        `SELECT count(DISTINCT value_id) FILTER (WHERE resource_type = 'Slot')::float8 / nullif(count(DISTINCT value_id), 0) AS share FROM ${schema}.search_token_row`,
-      );
-      total += Number(t.bytes) * Number(rows[0].share ?? 0);
-    } else if (t.typed && t.name !== 'search_generation') {
-      const { rows } = await admin.query<{ share: number | null }>(`SELECT avg((resource_type = 'Slot')::int) AS share FROM ${schema}.${t.name}`);
-      total += Number(t.bytes) * Number(rows[0].share ?? 0);
-    }
-  }
-  return total / slots;
 }
