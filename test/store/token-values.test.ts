@@ -2,6 +2,7 @@ import type { Slot } from '@medplum/fhirtypes';
 import type { AppContext } from '../../src/context';
 import { parseSearch } from '../../src/fhir/search-request';
 import { Repository } from '../../src/store/repository';
+import { TokenValues } from '../../src/store/search/token-values';
 import { createTestContext } from '../helpers/context';
 
 /**
@@ -57,6 +58,19 @@ describe('token values: one row per value, ids safe across rollbacks and concurr
     expect(await found(repo, 'urn:tv|rb-new')).toEqual(['tv-after']);
     await repo.bulkLoad([slot('tv-after-bulk', 'rb-new', 'urn:tv')]);
     expect(await found(repo, 'urn:tv|rb-new')).toEqual(['tv-after', 'tv-after-bulk']);
+  });
+
+  test('ids asked for in one call are answered even when the bounded memory cannot hold them all', async () => {
+    // A bulk load of 100,000 patients' identifiers fills the memory; the ids one call fetched must not
+    // depend on what it still holds (two chunks load side by side, each keeping ids the other forgets).
+    const values = new TokenValues(2);
+    const tokens = ['m1', 'm2', 'm3', 'm4'].map((code) => ({ param: 'service-type', system: 'urn:tv-memory', code }));
+    const first = await values.ids(ctx.db, tokens);
+    expect(new Set(first).size).toBe(4);
+    expect(await values.ids(ctx.db, [...tokens].reverse())).toEqual([...first].reverse());
+    await ctx.db.transaction(async (tx) => {
+      expect(await values.ids(tx, [...tokens, { param: 'service-type', system: 'urn:tv-memory', code: 'm5' }])).toEqual([...first, expect.any(Number)]);
+    });
   });
 
   // PGlite has one connection: its writers never overlap.

@@ -57,15 +57,19 @@ export class TokenValues {
     tokens.forEach((t, k) => {
       if (known[k] === undefined) missing.set(valueKey(t), t);
     });
-    if (missing.size > 0) await this.fetch(db, [...missing.values()]);
+    // What this call fetched is read from its own answer: the bounded memory may forget an id
+    // while another chunk's statement runs (bulk loads write chunks side by side).
+    const fetched = missing.size > 0 ? await this.fetch(db, [...missing.values()]) : undefined;
     const mine = this.pending.get(db);
-    return tokens.map((t) => {
+    return tokens.map((t, k) => {
       const key = valueKey(t);
-      return this.known.get(key) ?? mine?.get(key) ?? unresolved(key);
+      return known[k] ?? fetched?.get(key) ?? mine?.get(key) ?? this.known.get(key) ?? unresolved(key);
     });
   }
 
-  private async fetch(db: Db, wanted: TokenRow[]): Promise<void> {
+  /** Inserts or reads the wanted values; the ids found, by value. */
+  private async fetch(db: Db, wanted: TokenRow[]): Promise<Map<string, number>> {
+    const found = new Map<string, number>();
     const columns = wanted.map(tokenValueColumns).sort(valueOrder);
     const params = [0, 1, 2, 3, 4].map((k) => columns.map((c) => c[k]));
     const { rows } = await db.query<TokenValueRow & { created: boolean }>(
@@ -81,8 +85,10 @@ export class TokenValues {
       { prepare: true },
     );
     for (const row of rows) {
-      if (row.created) this.remember(db, valueKey(row), row.value_id);
-      else this.keep(valueKey(row), row.value_id);
+      const key = valueKey(row);
+      found.set(key, row.value_id);
+      if (row.created) this.remember(db, key, row.value_id);
+      else this.keep(key, row.value_id);
     }
     if (rows.length < wanted.length) {
       // Committed by another transaction after this statement began: visible to the next one.
@@ -91,8 +97,12 @@ export class TokenValues {
            JOIN unnest($1::text[], $2::text[], $3::text[]) AS u(param, system, code) ON v.param = u.param AND v.code = u.code AND v.system = u.system`,
         params.slice(0, 3),
       );
-      for (const row of late) this.keep(valueKey(row), row.value_id);
+      for (const row of late) {
+        found.set(valueKey(row), row.value_id);
+        this.keep(valueKey(row), row.value_id);
+      }
     }
+    return found;
   }
 
   private remember(db: Db, key: string, id: number): void {
@@ -113,8 +123,9 @@ export class TokenValues {
   }
 
   private keep(key: string, id: number): void {
-    // Bounded: identifiers (one value per patient) would otherwise fill it; a forgotten id is asked for again.
-    if (this.known.size >= this.limit && !this.known.has(key)) this.known.delete(this.known.keys().next().value as string);
+    // Bounded, least recently kept first out: identifiers (one value per patient) would otherwise
+    // fill it, while the few values every Slot names stay; a forgotten id is asked for again.
+    if (!this.known.delete(key) && this.known.size >= this.limit) this.known.delete(this.known.keys().next().value as string);
     this.known.set(key, id);
   }
 }
