@@ -61,6 +61,7 @@ const REDIS_FREE = [
   'test/bench/volume-generate.test.ts',
   'test/booking/slot-retention.test.ts',
   'test/store/token-values.test.ts',
+  'test/store/deferred-indexes.test.ts',
   'test/client/konnektor.test.ts',
   'test/client/signing-proxy.test.ts',
   'test/guard/card-tsl.test.ts',

@@ -13,3 +13,4 @@ export * from './search/sql';
 export * from './search/window-cache';
 export * from './write-interceptors';
 export * from './outbox';
+export * from './deferred-indexes';

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { projectPath } from '../server-lib/paths';
 import type { Db } from './db';
+import { buildDeferredIndexes } from './deferred-indexes';
 
 const MIGRATIONS_DIR = projectPath('migrations');
 /** A migration may rewrite a large table, and waits for another replica's: no request-sized bound. */
@@ -31,6 +32,10 @@ export async function migrate(db: Db, dir = MIGRATIONS_DIR): Promise<string[]> {
       await tx.query('INSERT INTO schema_migrations (name) VALUES ($1)', [file]);
       applied.push(file);
     }
+    return applied;
+  }).then(async (applied) => {
+    // Indexes a load into an empty store dropped and did not build again (it was killed).
+    await buildDeferredIndexes(db);
     return applied;
   });
 }
