@@ -54,11 +54,14 @@ const CLIENT_SIDE = [
 const BROWSER_FILES = ['test/client/practice-page.test.ts'];
 
 /**
- * A file that never reads DATABASE_URL (or REDIS_URL) runs the same in a project without it: such
- * files run in `postgres` only (or are left out of `postgres-no-redis`), which saves CI a third of
- * its time. test/store-env.js lists them, and the `postgres` project checks the lists on every run.
+ * A file that never reads DATABASE_URL runs the same in a project without it: such files run in
+ * `postgres` only, which saves CI a third of its time. `postgres-no-redis` runs the files that test
+ * the guard's shared state and the job queue, the parts whose backend Redis selects (SHARED_STATE).
+ * test/store-env.js lists them, and the `postgres` project checks the lists on every run.
  */
-const { STORE_FREE, REDIS_FREE, WITH_REDIS } = require('./test/store-env');
+const { STORE_FREE, REDIS_FREE, WITH_REDIS, SHARED_STATE } = require('./test/store-env');
+const sameWithoutRedis = SHARED_STATE.filter((f) => STORE_FREE.includes(f) || REDIS_FREE.includes(f));
+if (sameWithoutRedis.length) throw new Error(`test/store-env.js: ${sameWithoutRedis.join(', ')} read no REDIS_URL: without Redis they run as with it, so SHARED_STATE need not list them`);
 const paths = (files) => files.map((f) => `<rootDir>/${f.replace(/[.]/g, '\\.')}$`);
 const BROWSER = paths(BROWSER_FILES);
 
@@ -67,8 +70,8 @@ const BROWSER = paths(BROWSER_FILES);
  * Node with TERMINUS_TEST_LTS_COVERED=1. There `postgres` runs only the files no other project runs
  * on this Node: those that read no store variable, those that need Redis, and the browser test.
  * A file that reads DATABASE_URL but never REDIS_URL runs here in `embedded` (PGlite) and ran on
- * PostgreSQL on the LTS; every other file runs here in `postgres-no-redis` or `embedded`, and with
- * Redis on the LTS. So every file runs on both Nodes, every store combination on one of them at
+ * PostgreSQL on the LTS; every other file runs here in `embedded` (and the SHARED_STATE files in
+ * `postgres-no-redis` too), and with Redis on the LTS. So every file runs on both Nodes, every store combination on one of them at
  * least, and the deployed one (the LTS on PostgreSQL + Redis) in full.
  */
 const POSTGRES_ON_SECOND_NODE = { testMatch: [...STORE_FREE, ...WITH_REDIS, ...BROWSER_FILES].map((f) => `<rootDir>/${f}`) };
@@ -79,7 +82,7 @@ module.exports = {
   projects: process.env.DATABASE_URL
     ? [
         project('postgres', ['<rootDir>/test/setup-env.ts'], [], { setupFilesAfterEnv: ['<rootDir>/test/setup-env-reads.ts'], ...(LTS_COVERED ? POSTGRES_ON_SECOND_NODE : {}) }),
-        project('postgres-no-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-postgres-no-redis.ts'], [...CLIENT_SIDE, ...BROWSER, ...paths(STORE_FREE), ...paths(REDIS_FREE)]),
+        project('postgres-no-redis', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-postgres-no-redis.ts'], [], { testMatch: SHARED_STATE.map((f) => `<rootDir>/${f}`) }),
         project('embedded', ['<rootDir>/test/setup-env.ts', '<rootDir>/test/setup-embedded.ts'], [...BROWSER, ...paths(STORE_FREE)]),
         // PGlite + Redis adds little the two above do not cover (BullMQ and Redis state run in
         // `postgres`, PGlite in `embedded`); CI spends that time on the Node LTS run instead.

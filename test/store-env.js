@@ -114,4 +114,37 @@ const WITH_REDIS = [
   'test/store/read-replicas.test.ts',
 ];
 
-module.exports = { STORE_FREE, REDIS_FREE, WITH_REDIS };
+/**
+ * What `postgres-no-redis` runs: the files that test what the guard's shared state
+ * (src/guard/state/: single-use values, nonces, counters) and the job queue do, each operation
+ * and its behaviour across replicas and time, and the flows built on them (sessions, replay,
+ * refresh families, codes, ASL handshakes, rate limits, queued bookings and deliveries). Only the
+ * backend of those differs between `postgres` (Redis) and `postgres-no-redis` (PostgreSQL);
+ * every other file uses the same operations through these flows, and runs with Redis
+ * (`postgres`) and on the embedded store, whose state is the same SQL on PGlite (`embedded`).
+ */
+const SHARED_STATE = [
+  'test/booking/async.test.ts',
+  'test/guard/asl.test.ts',
+  'test/guard/client-assertion.test.ts',
+  'test/guard/code-flow.test.ts',
+  'test/guard/dpop-proof.test.ts',
+  'test/guard/email-code.test.ts',
+  'test/guard/nonce-and-replicas.test.ts',
+  'test/guard/pep/replicas-and-limits.test.ts',
+  'test/guard/pep/revoked-session.test.ts',
+  'test/guard/rate-limit.test.ts',
+  'test/guard/refresh-and-revoke.test.ts',
+  'test/guard/refresh-families.test.ts',
+  'test/guard/register.test.ts',
+  'test/guard/shared-state.test.ts',
+  'test/guard/token-exchange.test.ts',
+  'test/guard/workload.test.ts',
+  'test/jobs/jobs.test.ts',
+  'test/ops-faults.test.ts',
+  'test/ops-redis.test.ts',
+  'test/store/read-replicas.test.ts',
+  'test/subscriptions/at-least-once.test.ts',
+];
+
+module.exports = { STORE_FREE, REDIS_FREE, WITH_REDIS, SHARED_STATE };
