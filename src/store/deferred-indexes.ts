@@ -1,6 +1,6 @@
 import type { Db } from './db';
 
-/** The tables the search index writer fills, besides `resource` itself. */
+/** `resource` and the tables the search index writer fills beside it. */
 export const SEARCH_TABLES = ['resource', 'search_token_row', 'search_reference', 'search_date', 'search_string', 'search_compound', 'search_token_date'] as const;
 
 /** An index build over millions of rows is no request: no statement timeout. */
