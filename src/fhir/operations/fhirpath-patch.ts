@@ -1,6 +1,6 @@
 import type { Parameters, ParametersParameter, Resource } from '@medplum/fhirtypes';
 import { evalFhirPathTyped, parseFhirPath, toTypedValue, tryGetDataType, type TypedValue } from '../../server-lib/medplum';
-import { ensureBaseDefinitions } from '../../model';
+import { ensureR4Schema } from '../../server-lib/r4-definitions';
 import { malformed, unappliable } from './patch-error';
 
 /**
@@ -10,7 +10,7 @@ import { malformed, unappliable } from './patch-error';
  * object identity (complex values) or by position among the candidates (primitives).
  */
 export function applyFhirPathPatch<T extends Resource>(resource: T, patch: unknown): T {
-  ensureBaseDefinitions();
+  ensureR4Schema();
   if (!isObject(patch) || patch.resourceType !== 'Parameters') {
     throw malformed(`A FHIRPath Patch is a Parameters resource, not ${isObject(patch) ? String(patch.resourceType) : typeof patch}`, 'resourceType');
   }

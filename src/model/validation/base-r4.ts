@@ -8,9 +8,6 @@ import {
 } from '../../server-lib/medplum';
 import { ruleViolation, syntaxError, type Finding } from './finding';
 
-/** The R4 base definitions in medplum's global schema, which its validator needs (see ensureR4Schema). */
-export const ensureBaseDefinitions = ensureR4Schema;
-
 /** Values medplum met on elements with a required binding, keyed by value set canonical. */
 export type BoundValues = Record<string, TypedValueWithPath[]>;
 
@@ -21,7 +18,7 @@ export interface BaseResult {
 
 /** Base R4 validation (structure, cardinality, primitive formats, invariants) by medplum. */
 export function validateBaseR4(resource: Resource): BaseResult {
-  ensureBaseDefinitions();
+  ensureR4Schema();
   const boundValues: BoundValues = {};
   let issues: OperationOutcomeIssue[];
   try {

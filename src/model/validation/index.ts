@@ -1,5 +1,6 @@
 import type { OperationOutcomeIssue, Resource } from '@medplum/fhirtypes';
-import { validateBaseR4, ensureBaseDefinitions } from './base-r4';
+import { ensureR4Schema } from '../../server-lib/r4-definitions';
+import { validateBaseR4 } from './base-r4';
 import { evaluateDifferential } from './differential';
 import { isError, type Finding } from './finding';
 import { checkElementShapes } from './element-shapes';
@@ -31,7 +32,7 @@ export interface ValidateOptions {
  * rule violation is reported (422), one issue per problem.
  */
 export function validateResource(resource: unknown, opts: ValidateOptions = {}): ValidationResult {
-  ensureBaseDefinitions();
+  ensureR4Schema();
   const shape = checkResourceShape(resource);
   if (shape.length) return failed(shape);
 
@@ -84,7 +85,7 @@ function failed(findings: Finding[]): ValidationResult {
  * the first write; call it at start-up.
  */
 export function preloadValidation(): void {
-  ensureBaseDefinitions();
+  ensureR4Schema();
   knownProfiles();
   valueSetContent('http://hl7.org/fhir/ValueSet/appointmentstatus');
 }
@@ -95,11 +96,10 @@ export function preloadValidation(): void {
  * first finding, or undefined.
  */
 export function parametersShapeError(body: Record<string, unknown>): { diagnostics: string; expression?: string } | undefined {
-  ensureBaseDefinitions();
+  ensureR4Schema();
   const first = checkElementShapes(body)[0];
   return first && { diagnostics: first.issue.diagnostics ?? 'malformed Parameters', expression: first.issue.expression?.[0] };
 }
 
 export type { ProfileSelection } from './profile-selection';
 export { requiredProfile } from './profile-selection';
-export { ensureBaseDefinitions } from './base-r4';

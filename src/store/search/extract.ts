@@ -311,7 +311,10 @@ function dedupe(rows: IndexRows): IndexRows {
   const uniq = <T>(xs: T[], key: (x: T) => string) => {
     if (xs.length < 2) return xs;
     const seen = new Map<string, T>();
-    for (const x of xs) if (!seen.has(key(x))) seen.set(key(x), x);
+    for (const x of xs) {
+      const k = key(x);
+      if (!seen.has(k)) seen.set(k, x);
+    }
     return seen.size === xs.length ? xs : [...seen.values()];
   };
   const range = (r: DateRange) => `${r.low}\u0000${r.high}`;
