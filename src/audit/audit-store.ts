@@ -1,14 +1,14 @@
 import type { Db } from '../store';
 import { auditColumns, linkHash, type AuditColumns } from './chain';
-import { auditEventJson, recordColumns, type AuditRecord } from './balp';
-import type { AuditEvent } from '@medplum/fhirtypes';
+import { recordColumns, type AuditRecord } from './balp';
+import { recordJson, storedEvent } from './stored-form';
 
 /** A bytea column as a Buffer (pg gives a Buffer, PGlite a Uint8Array). */
 export function bytes(value: Uint8Array): Buffer {
   return Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
 }
 
-/** One AuditEvent as stored: its JSON exactly as hashed, and the columns derived from it. */
+/** One AuditEvent as stored: its record's text exactly as hashed (`stored-form.ts`), and the columns derived from it. */
 export interface StoredAudit {
   id: string;
   recorded: Date;
@@ -17,17 +17,17 @@ export interface StoredAudit {
 }
 
 /**
- * A record as stored: the JSON of its AuditEvent (`JSON.stringify(auditEvent(r))`) and the columns
- * `auditColumns` derives from it, both written without the AuditEvent object in between.
+ * A record as stored: its text (`recordJson`) and the columns `auditColumns` derives from its
+ * AuditEvent, read off the record without the AuditEvent in between.
  */
 export function storedRecord(r: AuditRecord): StoredAudit {
-  return { id: r.id, recorded: r.recorded, content: auditEventJson(r), columns: recordColumns(r) };
+  return { id: r.id, recorded: r.recorded, content: recordJson(r), columns: recordColumns(r) };
 }
 
 const COLUMNS = 'id, recorded, content, type, subtypes, action, outcome, agents, entities, patients';
 
 function columnsOf(row: StoredAudit): unknown[] {
-  const c = row.columns ?? auditColumns(JSON.parse(row.content) as AuditEvent);
+  const c = row.columns ?? auditColumns(storedEvent(row.content));
   return [row.id, row.recorded, row.content, c.type, c.subtypes, c.action, c.outcome, c.agents, c.entities, c.patients];
 }
 
@@ -151,7 +151,7 @@ export async function appendAfter(db: Db, chain: number, head: KnownHead, rows: 
   let hashes = '';
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i];
-    const c = row.columns ?? auditColumns(JSON.parse(row.content) as AuditEvent);
+    const c = row.columns ?? auditColumns(storedEvent(row.content));
     const sep = i === 0 ? '' : ',';
     ids += sep + element(row.id);
     recorded += sep + row.recorded.toISOString();

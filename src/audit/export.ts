@@ -1,17 +1,29 @@
 import type { Db } from '../store';
 import { bytes } from './audit-store';
+import { storedEventJson } from './stored-form';
 
 /** Rows read per round trip. */
 const PAGE = 1000;
 
+/** An AuditEvent's place in its chain, and the stored text its link hashes (`stored-form.ts`) when that is not the NDJSON line itself. */
+export interface ChainPlace {
+  id: string;
+  chain: number | null;
+  seq: string | null;
+  prev: string | null;
+  hash: string | null;
+  stored?: string;
+}
+
 /**
- * The AuditEvents recorded in [since, until), oldest first, each as its stored JSON (one NDJSON
- * line), and for the chain proof each one's place in its chain: position, previous link and link.
+ * The AuditEvents recorded in [since, until), oldest first, each as its AuditEvent's JSON (one
+ * NDJSON line), and for the chain proof each one's place in its chain: position, previous link,
+ * link, and the stored record the link hashes (the line is rendered from it).
  */
 export async function exportAuditEvents(
   db: Db,
   range: { since: Date; until?: Date },
-  write: (line: string, proof: { id: string; chain: number | null; seq: string | null; prev: string | null; hash: string | null }) => Promise<void>,
+  write: (line: string, proof: ChainPlace) => Promise<void>,
 ): Promise<number> {
   let after: { recorded: Date; id: string } | undefined;
   let n = 0;
@@ -25,7 +37,10 @@ export async function exportAuditEvents(
       params,
     );
     for (const r of rows) {
-      await write(r.content, { id: r.id, chain: r.chain, seq: r.seq, prev: r.prev_hash ? bytes(r.prev_hash).toString('hex') : null, hash: r.hash ? bytes(r.hash).toString('hex') : null });
+      const line = storedEventJson(r.content);
+      const place: ChainPlace = { id: r.id, chain: r.chain, seq: r.seq, prev: r.prev_hash ? bytes(r.prev_hash).toString('hex') : null, hash: r.hash ? bytes(r.hash).toString('hex') : null };
+      if (line !== r.content) place.stored = r.content;
+      await write(line, place);
       n++;
     }
     if (rows.length < PAGE) return n;

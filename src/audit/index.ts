@@ -5,7 +5,7 @@
  */
 export { AuditTrail, AuditUnavailable } from './audit-trail';
 export { auditEvent, type AuditRecord, type AuditAction, type AuditOutcome } from './balp';
-export { patientsOf, patientsInBundle } from './patients';
+export { mayHoldPatients, patientsOf, patientsInBundle } from './patients';
 export { currentFrame, inFrame, type RequestAudit, type InteractionFrame } from './scope';
 export { readAuditEvent, searchAuditEvents, type AuditVisibility } from './search';
 export { verifyAuditTrail, type VerifyResult } from './verify';

@@ -35,6 +35,11 @@ function addPatient(reference: string | undefined, found: Set<string>): void {
  */
 const WITHOUT_PATIENTS = new Set(['CodeSystem', 'ValueSet', 'Schedule', 'Slot', 'HealthcareService', 'Practitioner', 'PractitionerRole', 'Location', 'Subscription', 'OperationOutcome']);
 
+/** Whether resources of a type can name a patient (a search of one that includes nothing else needs no look at its answer). */
+export function mayHoldPatients(type: string): boolean {
+  return !WITHOUT_PATIENTS.has(type);
+}
+
 /** `Slot` of `https://x/fhir/Slot/1`, undefined for a fullUrl of another form (`urn:uuid:`). */
 function typeInFullUrl(fullUrl: string | undefined): string | undefined {
   if (!fullUrl) return undefined;

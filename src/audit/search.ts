@@ -1,6 +1,7 @@
 import type { AuditEvent, Bundle } from '@medplum/fhirtypes';
 import type { Db } from '../store';
 import { badRequest, notFound } from '../server-lib/outcomes';
+import { storedEvent } from './stored-form';
 
 /**
  * Which AuditEvents a caller may see: owners every one; a patient those about their own Patient
@@ -28,7 +29,7 @@ export async function readAuditEvent(db: Db, id: string, visibility: AuditVisibi
   const { rows } = await db.query<{ content: string; patients: string[] }>('SELECT content, patients FROM audit_event WHERE id = $1', [id]);
   const row = rows[0];
   if (!row || !visible(row.patients, visibility)) throw notFound('AuditEvent', id);
-  return JSON.parse(row.content) as AuditEvent;
+  return storedEvent(row.content);
 }
 
 /**
@@ -92,7 +93,7 @@ export async function searchAuditEvents(db: Db, query: [string, string][], visib
     resourceType: 'Bundle',
     type: 'searchset',
     link,
-    entry: page.map((r) => ({ fullUrl: `${links.base}/AuditEvent/${r.id}`, resource: JSON.parse(r.content) as AuditEvent, search: { mode: 'match' as const } })),
+    entry: page.map((r) => ({ fullUrl: `${links.base}/AuditEvent/${r.id}`, resource: storedEvent(r.content), search: { mode: 'match' as const } })),
   };
 }
 

@@ -4,6 +4,7 @@ import type { AuditSigner } from '../server-lib/audit-port';
 import { auditColumns, GENESIS, linkHash, type AuditColumns } from './chain';
 import { checkpointHash, type CheckpointStatement } from './checkpoint';
 import { bytes, checkpoints } from './audit-store';
+import { storedEvent } from './stored-form';
 
 /** Rows read per round trip while walking a chain. */
 const PAGE = 2000;
@@ -135,14 +136,14 @@ async function walkChain(
 function alteration(row: Row, chain: number, seq: bigint, prev: Buffer): { kind: 'altered' | 'inserted'; reason: string } | undefined {
   let event: AuditEvent | undefined;
   try {
-    event = JSON.parse(row.content) as AuditEvent;
+    event = storedEvent(row.content);
   } catch {
     event = undefined;
   }
   // A row carrying another AuditEvent's content and link is a copy put into the chain.
   if (event && event.id !== row.id) return { kind: 'inserted', reason: `it carries the content of audit event ${event.id}` };
   if (!linkHash(chain, seq, prev, row.content).equals(row.hash)) return { kind: 'altered', reason: 'its content does not match its link' };
-  if (!event) return { kind: 'altered', reason: 'its content is not JSON' };
+  if (!event) return { kind: 'altered', reason: 'its content is not an audit record' };
   if (Date.parse(event.recorded) !== row.recorded.getTime()) return { kind: 'altered', reason: 'its time differs from its content' };
   const c = auditColumns(event);
   const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && [...a].sort().every((v, i) => v === [...b].sort()[i]);

@@ -1,5 +1,5 @@
 import type { Bundle, OperationOutcome, Resource } from '@medplum/fhirtypes';
-import { AuditUnavailable, currentFrame, inFrame, patientsInBundle, patientsOf, readAuditEvent, searchAuditEvents, type AuditAction, type AuditRecord, type AuditVisibility, type InteractionFrame } from '../audit';
+import { AuditUnavailable, currentFrame, inFrame, mayHoldPatients, patientsInBundle, patientsOf, readAuditEvent, searchAuditEvents, type AuditAction, type AuditRecord, type AuditVisibility, type InteractionFrame } from '../audit';
 import { KVID_SYSTEM } from '../common/vocabulary';
 import { RETRY_AFTER_SECONDS } from '../common/retry-after';
 import { issue, notSupported, OperationOutcomeError } from '../server-lib/outcomes';
@@ -99,13 +99,18 @@ function answerRecords(env: FhirEnv, frame: InteractionFrame, req: FhirRequest, 
   if (body && !isBundle && body.resourceType !== 'OperationOutcome' && body.id && r.type !== 'AuditEvent') {
     entities.push(body.meta?.versionId ? `${body.resourceType}/${body.id}/_history/${body.meta.versionId}` : `${body.resourceType}/${body.id}`);
   } else if (r.type && r.id) entities.push(`${r.type}/${r.id}`);
-  const patients = r.type === 'AuditEvent' ? [] : isBundle ? patientsInBundle(body as Bundle) : patientsOf(body as Resource | undefined);
+  const patients = r.type === 'AuditEvent' ? [] : isBundle ? (onlyOfType(req, r) ? [] : patientsInBundle(body as Bundle)) : patientsOf(body as Resource | undefined);
   const query = r.interaction === 'search-type' || r.interaction === 'operation' || r.interaction === 'history-instance' ? requestLine(req) : undefined;
   const outcome = response.status >= 500 ? '8' : response.status >= 400 ? '4' : '0';
   // A Bundle names its patients; of its resources only the one a history is of.
   const fields = { ...base(frame, r), outcome: outcome as '0' | '4' | '8', entities: isBundle && !r.id ? [] : entities, query };
   if (patients.length === 0) return [trail.newRecord(fields)];
   return patients.map((patient) => trail.newRecord({ ...fields, patient }));
+}
+
+/** A search of a type without patients that includes no other resources: its answer names no patient (the common slot search). */
+function onlyOfType(req: FhirRequest, r: Route): boolean {
+  return r.interaction === 'search-type' && r.type !== undefined && !mayHoldPatients(r.type) && !req.query.some(([name]) => name.startsWith('_include') || name.startsWith('_revinclude'));
 }
 
 function failureRecord(env: FhirEnv, frame: InteractionFrame, req: FhirRequest, r: Route, err: unknown): AuditRecord {

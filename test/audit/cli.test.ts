@@ -5,6 +5,8 @@ import { promisify } from 'node:util';
 import request from 'supertest';
 import type { AuditEvent } from '@medplum/fhirtypes';
 import { composeTerminus } from '../../src/app';
+import { linkHash } from '../../src/audit/chain';
+import { storedEventJson } from '../../src/audit/stored-form';
 import { loadConfig } from '../../src/config';
 import { createContext } from '../../src/server';
 import { migratedDataDir } from '../helpers/context';
@@ -74,6 +76,18 @@ describe('terminus audit', () => {
     expect(r.stderr).toContain(`${events.length} audit events exported`);
     const lines = fs.readFileSync(proof, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines.slice(0, events.length).map((l) => l.id)).toEqual(events.map((e) => e.id));
+    // Each line is rendered from the stored record its link hashes: the proof carries that record.
+    const raw = r.stdout.trim().split('\n');
+    let linked = 0;
+    for (const [i, place] of lines.slice(0, events.length).entries()) {
+      const stored = place.stored as string;
+      expect(storedEventJson(stored)).toBe(raw[i]);
+      if (place.hash === null) continue; // a write's event not linked yet
+      linked++;
+      const link = linkHash(place.chain as number, BigInt(place.seq as string), Buffer.from(place.prev as string, 'hex'), stored);
+      expect(link.toString('hex')).toBe(place.hash);
+    }
+    expect(linked).toBeGreaterThan(0);
     expect(lines.some((l) => typeof l.jws === 'string')).toBe(true);
     expect((await terminus(['audit', 'export', '--since', '2999-01-01'])).stdout).toBe('');
     expect((await terminus(['audit', 'export', '--since', '2000-01-01', '--until', '2000-01-02'])).stdout).toBe('');

@@ -1,5 +1,6 @@
 import type { Appointment, AuditEvent, Patient } from '@medplum/fhirtypes';
 import { importResources } from '../../src/fhir';
+import { storedEventJson } from '../../src/audit/stored-form';
 import { KVID_SYSTEM } from '../../src/common/vocabulary';
 import type { PepHarness } from '../guard/pep/helpers';
 import { decodePayload, guardSigningKey } from '../guard/pep/helpers';
@@ -10,7 +11,7 @@ import { DEFAULT_PATIENT_SCOPES } from '../../src/guard/policy/scopes';
 export async function storedEvents(h: PepHarness): Promise<AuditEvent[]> {
   await h.terminus.audit.linkAll();
   const { rows } = await h.ctx.db.query<{ content: string }>('SELECT content FROM audit_event ORDER BY recorded, id');
-  return rows.map((r) => JSON.parse(r.content) as AuditEvent);
+  return rows.map((r) => JSON.parse(storedEventJson(r.content)) as AuditEvent);
 }
 
 /** The AuditEvents of one request (its X-Request-Id). */

@@ -67,6 +67,16 @@ describe('the audit trail records every access', () => {
     }
   });
 
+  test("a slot search that includes the slot's appointments names their patients", async () => {
+    const { rows } = await h.ctx.db.query<{ slot: string }>("SELECT content->'slot'->0->>'reference' AS slot FROM resource WHERE resource_type = 'Appointment' AND id = 'Appointment-Read-Example'");
+    const slot = rows[0].slot.replace(/^Slot\//, '');
+    const res = await call(h, owner, 'GET', `/Slot?_id=${slot}&_revinclude=Appointment:slot`, withId('audit-slot-revinclude'));
+    expect(res.status).toBe(200);
+    expect((res.body as Bundle).entry?.filter((e) => e.resource?.resourceType === 'Appointment')).toHaveLength(3);
+    const events = await eventsOf(h, 'audit-slot-revinclude');
+    expect(events.map(patientOf).sort()).toEqual(['Patient/Patient-Read-Example', 'Patient/audit-patient-B', 'Patient/audit-patient-C']);
+  });
+
   test('a search returning no patient data (slots): one query event without a patient', async () => {
     expect((await call(h, requestor, 'GET', '/Slot?_count=5', withId('audit-slots'))).status).toBe(200);
     const events = await eventsOf(h, 'audit-slots');

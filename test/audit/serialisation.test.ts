@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
-import { auditEvent, auditEventJson, recordColumns, type AuditRecord } from '../../src/audit/balp';
+import { auditEvent, auditEventJson, recordColumns, redacted, type AuditRecord } from '../../src/audit/balp';
 import { auditColumns, linkHash } from '../../src/audit/chain';
+import { parseRecord, recordJson, storedEvent, storedEventJson } from '../../src/audit/stored-form';
 
 /**
  * The stored form of an AuditEvent is built without the AuditEvent object in between (it is made
@@ -43,6 +44,33 @@ describe('AuditEvent serialisation', () => {
       const text = JSON.stringify(auditEvent(r));
       expect(auditEventJson(r)).toBe(text);
       expect(recordColumns(r)).toEqual(auditColumns(JSON.parse(text)));
+    }
+  });
+
+  test('a stored record renders as the AuditEvent it was made for, holds no credential of its query, and is a third of its size', () => {
+    for (let i = 0; i < 4000; i++) {
+      const r = record(crypto.randomInt(1 << 21));
+      const stored = recordJson(r);
+      expect(stored.startsWith('{"v":1,')).toBe(true);
+      expect(storedEventJson(stored)).toBe(auditEventJson(r));
+      expect(JSON.stringify(storedEvent(stored))).toBe(auditEventJson(r));
+      expect(parseRecord(stored)).toEqual({ ...r, query: r.query === undefined ? undefined : redacted(r.query) });
+      expect(stored).not.toContain('secret');
+    }
+    const search = record(0b1_0001_1111_1001_1000_0000 | (1 << 18));
+    expect(recordJson(search).length * 3).toBeLessThan(auditEventJson(search).length);
+  });
+
+  test('text stored before the record form (the AuditEvent itself) is read as it is; text that is neither is refused', () => {
+    const r = record(12345);
+    const earlier = JSON.stringify(auditEvent(r));
+    expect(storedEventJson(earlier)).toBe(earlier);
+    expect(storedEvent(earlier)).toEqual(JSON.parse(earlier));
+    expect(parseRecord(earlier)).toBeUndefined();
+    const stored = recordJson(r);
+    for (const broken of [stored.slice(0, -1), stored.replace('"kind":"', '"kind":"x'), stored.replace(/"entities":\[[^\]]*\]/, '"entities":[1]'), stored.replace(/"id":"[^"]*"/, '"id":7')]) {
+      expect(parseRecord(broken)).toBeUndefined();
+      expect(() => storedEvent(broken)).toThrow('the stored audit record is not one');
     }
   });
 
