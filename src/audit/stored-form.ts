@@ -5,7 +5,7 @@ import { auditEvent, auditEventJson, redacted, type AuditAction, type AuditOutco
 /**
  * How an AuditEvent is stored: the record it is rendered from, not its BALP JSON. An audited slot
  * search's AuditEvent is 2.2 KB of JSON, most of it the same systems and codes in every event; its
- * record is about 550 bytes. The row, its hash and its write to the store shrink with it (below
+ * record is about 750 bytes, a third. The row, its hash and its write to the store shrink with it (below
  * PostgreSQL's 2 KB compression threshold, so no row is compressed either), and it is stored for
  * every access. The hash chain links the stored text, so an altered record breaks its link as an
  * altered AuditEvent did; reads, searches and exports render the AuditEvent from it (`balp.ts`,
@@ -55,7 +55,7 @@ export function parseRecord(text: string): AuditRecord | undefined {
   const optional = (v: unknown) => v === undefined || str(v);
   const recorded = str(o.recorded) ? new Date(o.recorded as string) : undefined;
   if (!str(o.id) || !recorded || Number.isNaN(recorded.getTime()) || (o.kind !== 'rest' && o.kind !== 'security') || !str(o.subtype) || !str(o.action) || !str(o.outcome) || !str(o.source)) return undefined;
-  if (!o.parties || typeof o.parties !== 'object' || !Array.isArray(o.entities) || !o.entities.every(str)) return undefined;
+  if (!validParties(o.parties) || !Array.isArray(o.entities) || !o.entities.every(str)) return undefined;
   if (![o.operation, o.outcomeDesc, o.patient, o.query, o.requestId, o.traceId].every(optional)) return undefined;
   return {
     id: o.id as string,
@@ -74,6 +74,20 @@ export function parseRecord(text: string): AuditRecord | undefined {
     traceId: o.traceId as string | undefined,
     source: o.source as string,
   };
+}
+
+/** Parties as `recordJson` writes them: every field a string where there is one. */
+function validParties(value: unknown): value is AuditParties {
+  if (!value || typeof value !== 'object') return false;
+  const { user, client, address } = value as { user?: unknown; client?: unknown; address?: unknown };
+  const optional = (v: unknown) => v === undefined || typeof v === 'string';
+  const object = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object';
+  if (user !== undefined) {
+    if (!object(user) || !object(user.identifier) || typeof user.identifier.system !== 'string' || typeof user.identifier.value !== 'string') return false;
+    if (!optional(user.name) || !optional(user.professionOid)) return false;
+  }
+  if (client !== undefined && (!object(client) || typeof client.clientId !== 'string' || !optional(client.product) || !optional(client.version) || !optional(client.attestation))) return false;
+  return optional(address);
 }
 
 /** The AuditEvent a stored text stands for; throws when the text is neither form. */

@@ -68,7 +68,7 @@ describe('AuditEvent serialisation', () => {
     expect(storedEvent(earlier)).toEqual(JSON.parse(earlier));
     expect(parseRecord(earlier)).toBeUndefined();
     const stored = recordJson(r);
-    for (const broken of [stored.slice(0, -1), stored.replace('"kind":"', '"kind":"x'), stored.replace(/"entities":\[[^\]]*\]/, '"entities":[1]'), stored.replace(/"id":"[^"]*"/, '"id":7')]) {
+    for (const broken of [stored.slice(0, -1), stored.replace('"kind":"', '"kind":"x'), stored.replace(/"entities":\[[^\]]*\]/, '"entities":[1]'), stored.replace(/"id":"[^"]*"/, '"id":7'), `{"v":1,${JSON.stringify({ ...JSON.parse(stored), v: undefined, parties: { user: { name: 'x' } } }).slice(1)}`, `{"v":1,${JSON.stringify({ ...JSON.parse(stored), v: undefined, parties: { client: {} } }).slice(1)}`]) {
       expect(parseRecord(broken)).toBeUndefined();
       expect(() => storedEvent(broken)).toThrow('the stored audit record is not one');
     }
