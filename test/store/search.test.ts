@@ -4,6 +4,9 @@ import { Repository } from '../../src/store/repository';
 import { parseSearch } from '../../src/fhir/search-request';
 import { createTestContext } from '../helpers/context';
 import { statementRecorder } from '../helpers/statements';
+import type { Db } from '../../src/store/db';
+import { executeSearch } from '../../src/store/search/sql';
+import { PUBLIC_TO_PATIENTS } from '../../src/server-lib/owner';
 
 const BASE = 'http://localhost:8080/fhir';
 const ST = 'http://terminology.hl7.org/CodeSystem/service-type';
@@ -230,6 +233,64 @@ describe.each(stores)('search semantics on the index tables (%s)', (_store, pgli
   ];
   test.each(CASES)('%s?%s', async (type, query, expected) => {
     expect(await ids(type, query)).toEqual(expected);
+  });
+
+  test("an institution sees nobody's slots and its own, never another's, by every driver; each candidate's owner is looked up only while another's slot exists", async () => {
+    const requestor = { institution: '1-OWNED-A', isOwner: false };
+    const other = { institution: '1-OWNED-B', isOwner: false };
+    const QUERIES = [
+      'schedule=Schedule/s1&start=ge2027-03-01&start=le2027-03-31', // the compound (reference, date) index
+      `service-type=${ST}|177&start=ge2027-03-01&start=le2027-03-31`, // the token-and-date index
+      'schedule.actor=Practitioner/doc1&start=ge2027-03-01&start=le2027-03-31', // a chain
+      'start=ge2027-03-01&start=le2027-03-31', // the date index
+    ];
+    const seen = async (query: string, caller: typeof requestor) => {
+      const { request } = parseSearch('Slot', [...new URLSearchParams(query).entries()]);
+      return (await repo.search(request, caller)).resources.map((r) => r.id).sort();
+    };
+    /** How often the search's plan looked up a candidate's own row for its owner (EXPLAIN ANALYZE of the very statement). */
+    const ownerLookups = async (query: string, caller: typeof requestor) => {
+      const sent: { text: string; values: unknown[] }[] = [];
+      const capture = { kind: ctx.db.kind, inTransaction: true, query: async (text: string, values: unknown[] = []) => (sent.push({ text, values }), { rows: [], rowCount: 0 }) } as unknown as Db;
+      await executeSearch(capture, parseSearch('Slot', [...new URLSearchParams(query).entries()]).request, { scope: caller, now: new Date(), baseUrl: BASE });
+      const { rows } = await ctx.db.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (ANALYZE, FORMAT JSON) ${sent[0].text}`, sent[0].values);
+      const plan = rows[0]['QUERY PLAN'];
+      let loops = 0;
+      const walk = (node: Record<string, unknown>) => {
+        if (node['Relation Name'] === 'resource' && node.Alias === 'o') loops += Number(node['Actual Loops'] ?? 0);
+        for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+      };
+      walk(((typeof plan === 'string' ? JSON.parse(plan) : plan) as { Plan: Record<string, unknown> }[])[0].Plan);
+      return loops;
+    };
+    const slot = (id: string) => ({ resourceType: 'Slot', id, schedule: { reference: 'Schedule/s1' }, serviceType: [{ coding: [{ system: ST, code: '177' }] }], status: 'free', start: `2027-03-0${id.slice(-1)}T09:00:00Z`, end: `2027-03-0${id.slice(-1)}T09:15:00Z` }) as Resource;
+    await repo.update(slot('sl-public-1'));
+    await repo.update(slot('sl-public-2'));
+    for (const q of QUERIES) {
+      expect([q, await seen(q, requestor)]).toEqual([q, ['sl-public-1', 'sl-public-2']]);
+      expect([q, await ownerLookups(q, requestor)]).toEqual([q, 0]);
+    }
+    // A slot of the requestor's own: still no lookup (nothing belongs to another), and it is seen.
+    await repo.update(slot('sl-own-3'), { owner: requestor.institution });
+    for (const q of QUERIES) {
+      expect([q, await seen(q, requestor)]).toEqual([q, ['sl-own-3', 'sl-public-1', 'sl-public-2']]);
+      expect([q, await ownerLookups(q, requestor)]).toEqual([q, 0]);
+    }
+    // Another institution's slot: each candidate is checked, and it stays hidden from the requestor.
+    await repo.update(slot('sl-other-4'), { owner: other.institution });
+    for (const q of QUERIES) {
+      expect([q, await seen(q, requestor)]).toEqual([q, ['sl-own-3', 'sl-public-1', 'sl-public-2']]);
+      expect([q, await seen(q, other)]).toEqual([q, ['sl-other-4', 'sl-public-1', 'sl-public-2']]);
+      expect([q, await ownerLookups(q, requestor)]).toEqual([q, expect.any(Number)]);
+    }
+    expect(await ownerLookups(QUERIES[0], requestor)).toBeGreaterThan(0);
+    for (const id of ['sl-public-1', 'sl-public-2', 'sl-own-3', 'sl-other-4']) await repo.delete('Slot', id);
+  });
+
+  test('the partial index of owned public resources lists exactly the types everyone may see', async () => {
+    const { rows } = await ctx.db.query<{ def: string }>("SELECT pg_get_indexdef(indexrelid) AS def FROM pg_index WHERE indexrelid = 'resource_owned_public'::regclass");
+    const listed = [...rows[0].def.matchAll(/'([A-Za-z]+)'::text/g)].map((m) => m[1]).sort();
+    expect(listed).toEqual([...PUBLIC_TO_PATIENTS].sort());
   });
 
   test('a service on a day is driven by the token-and-date index, which follows a changed service and a deleted slot', async () => {
