@@ -51,12 +51,10 @@ export function parseRecord(text: string): AuditRecord | undefined {
   } catch {
     return undefined;
   }
-  const str = (v: unknown) => typeof v === 'string';
-  const optional = (v: unknown) => v === undefined || str(v);
-  const recorded = str(o.recorded) ? new Date(o.recorded as string) : undefined;
-  if (!str(o.id) || !recorded || Number.isNaN(recorded.getTime()) || (o.kind !== 'rest' && o.kind !== 'security') || !str(o.subtype) || !str(o.action) || !str(o.outcome) || !str(o.source)) return undefined;
-  if (!validParties(o.parties) || !Array.isArray(o.entities) || !o.entities.every(str)) return undefined;
-  if (![o.operation, o.outcomeDesc, o.patient, o.query, o.requestId, o.traceId].every(optional)) return undefined;
+  const recorded = isString(o.recorded) ? new Date(o.recorded as string) : undefined;
+  if (!isString(o.id) || !recorded || Number.isNaN(recorded.getTime()) || (o.kind !== 'rest' && o.kind !== 'security') || !isString(o.subtype) || !isString(o.action) || !isString(o.outcome) || !isString(o.source)) return undefined;
+  if (!validParties(o.parties) || !Array.isArray(o.entities) || !o.entities.every(isString)) return undefined;
+  if (![o.operation, o.outcomeDesc, o.patient, o.query, o.requestId, o.traceId].every(isOptionalString)) return undefined;
   return {
     id: o.id as string,
     recorded,
@@ -76,34 +74,35 @@ export function parseRecord(text: string): AuditRecord | undefined {
   };
 }
 
+const isString = (v: unknown): v is string => typeof v === 'string';
+const isOptionalString = (v: unknown): v is string | undefined => v === undefined || typeof v === 'string';
+const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object';
+
 /** Parties as `recordJson` writes them: every field a string where there is one. */
 function validParties(value: unknown): value is AuditParties {
-  if (!value || typeof value !== 'object') return false;
-  const { user, client, address } = value as { user?: unknown; client?: unknown; address?: unknown };
-  const optional = (v: unknown) => v === undefined || typeof v === 'string';
-  const object = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object';
+  if (!isObject(value)) return false;
+  const { user, client, address } = value;
   if (user !== undefined) {
-    if (!object(user) || !object(user.identifier) || typeof user.identifier.system !== 'string' || typeof user.identifier.value !== 'string') return false;
-    if (!optional(user.name) || !optional(user.professionOid)) return false;
+    if (!isObject(user) || !isObject(user.identifier) || typeof user.identifier.system !== 'string' || typeof user.identifier.value !== 'string') return false;
+    if (!isOptionalString(user.name) || !isOptionalString(user.professionOid)) return false;
   }
-  if (client !== undefined && (!object(client) || typeof client.clientId !== 'string' || !optional(client.product) || !optional(client.version) || !optional(client.attestation))) return false;
-  return optional(address);
+  if (client !== undefined && (!isObject(client) || typeof client.clientId !== 'string' || !isOptionalString(client.product) || !isOptionalString(client.version) || !isOptionalString(client.attestation))) return false;
+  return isOptionalString(address);
+}
+
+/** The record of a text in the record form; throws when it is not a valid one. */
+function recordIn(text: string): AuditRecord {
+  const record = parseRecord(text);
+  if (!record) throw new Error('the stored audit record is not one');
+  return record;
 }
 
 /** The AuditEvent a stored text stands for; throws when the text is neither form. */
 export function storedEvent(text: string): AuditEvent {
-  if (text.startsWith(VERSION_1)) {
-    const record = parseRecord(text);
-    if (!record) throw new Error('the stored audit record is not one');
-    return auditEvent(record);
-  }
-  return JSON.parse(text) as AuditEvent;
+  return text.startsWith(VERSION_1) ? auditEvent(recordIn(text)) : (JSON.parse(text) as AuditEvent);
 }
 
 /** The AuditEvent's JSON (an export's NDJSON line) of a stored text. */
 export function storedEventJson(text: string): string {
-  if (!text.startsWith(VERSION_1)) return text;
-  const record = parseRecord(text);
-  if (!record) throw new Error('the stored audit record is not one');
-  return auditEventJson(record);
+  return text.startsWith(VERSION_1) ? auditEventJson(recordIn(text)) : text;
 }
