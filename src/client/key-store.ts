@@ -168,18 +168,28 @@ function decrypt(raw: Buffer, password: string): { data: StoreData; salt: Buffer
 async function acquireLock(file: string, timeoutMs: number): Promise<() => void> {
   const until = Date.now() + timeoutMs;
   for (;;) {
+    // The lock file appears with its holder's pid already in it (written aside, then linked into
+    // place, which fails if the lock exists): a lock created empty and written after could be read
+    // empty by another process in between, taken for a stale lock and removed, and two processes
+    // would hold it (two refreshes of one refresh token: reuse, the session revoked).
+    const aside = `${file}.${process.pid}.${crypto.randomUUID()}`;
+    fs.writeFileSync(aside, String(process.pid), { mode: 0o600 });
+    let linked = false;
     try {
-      const fd = fs.openSync(file, 'wx', 0o600);
-      fs.writeSync(fd, String(process.pid));
-      fs.closeSync(fd);
+      fs.linkSync(aside, file);
+      linked = true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    } finally {
+      fs.rmSync(aside, { force: true });
+    }
+    if (linked) {
       let released = false;
       return () => {
         if (released) return;
         released = true;
         fs.rmSync(file, { force: true });
       };
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
     let holder: number;
     try {
